@@ -1,0 +1,27 @@
+"""Backends: one Engine class per runtime, created through ``make_engine``.
+
+Only ``backends/neuron.py`` may import NxDI / torch_neuronx, and only lazily, so every backend
+module imports on any machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.backends.base import BackendError, Engine
+from harness.spec import RunShape
+
+BACKENDS = ("hf", "neuron")
+
+
+def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",
+                dtype: str = "auto", cache_dir: Path | None = None) -> Engine:
+    if backend == "hf":
+        from harness.backends.hf import HFEngine
+
+        return HFEngine(checkpoint, shape, model_name, device=device, dtype=dtype)
+    if backend == "neuron":
+        from harness.backends.neuron import NeuronEngine
+
+        return NeuronEngine(checkpoint, shape, model_name, cache_dir=cache_dir)
+    raise BackendError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")

@@ -1,0 +1,140 @@
+"""The engine protocol every backend implements, and the records it returns.
+
+One engine serves one (checkpoint, shape) for a whole session: ``prefill`` and ``decode_step``
+are the CTE and TKG sub-steps the perf suites time separately, ``generate`` is the end-to-end
+greedy loop with EOS disabled (the published eos id 2 is a BPE token), ``logits`` feeds accuracy
+and FNS work.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from harness.measure import Summary, throughput
+from harness.spec import RunShape
+from harness.tokenizer import PAD_TOKEN_ID, CarbonTokenizer
+
+
+class BackendError(RuntimeError):
+    """A backend cannot run here; the message says what to provide."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Right-padded prompts (pad 151643), as the published tokenizer always produces them."""
+
+    input_ids: torch.Tensor  # [B, T] long
+    attention_mask: torch.Tensor  # [B, T] long
+    prompts: tuple[str, ...] = ()
+
+    @property
+    def size(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def prompt_lengths(self) -> torch.Tensor:
+        return self.attention_mask.sum(dim=1)
+
+    @property
+    def max_prompt_tokens(self) -> int:
+        return int(self.prompt_lengths.max())
+
+    @classmethod
+    def from_prompts(cls, tokenizer: CarbonTokenizer, prompts: Sequence[str]) -> "Batch":
+        if not prompts:
+            raise ValueError("a batch needs at least one prompt")
+        enc = tokenizer(list(prompts), padding=True, return_tensors="pt")
+        lengths = enc["attention_mask"].sum(dim=1)
+        if int(lengths.min()) == 0:
+            raise ValueError("an empty prompt cannot be prefilled: every prompt needs at least one token")
+        return cls(enc["input_ids"], enc["attention_mask"], tuple(prompts))
+
+    @classmethod
+    def from_ids(cls, rows: Sequence[Sequence[int]]) -> "Batch":
+        width = max(len(r) for r in rows)
+        ids = torch.tensor([list(r) + [PAD_TOKEN_ID] * (width - len(r)) for r in rows], dtype=torch.long)
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=torch.long)
+        return cls(ids, mask)
+
+
+@dataclass
+class GenerationResult:
+    """Tokens and timings of one greedy generation of a batch."""
+
+    tokens: torch.Tensor  # [B, new] generated ids (the prompt not included)
+    cte_ms: float
+    tkg_ms: list[float] = field(default_factory=list)
+    e2e_ms: float = 0.0
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def new_tokens(self) -> int:
+        return int(self.tokens.shape[1])
+
+    @property
+    def tokens_per_s(self) -> float:
+        return throughput(self.batch_size * self.new_tokens, self.e2e_ms)
+
+    @property
+    def tkg(self) -> Summary:
+        return Summary.of(self.tkg_ms)
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What an engine runs on: carried into every benchmark's extra_info."""
+
+    backend: str
+    model: str
+    checkpoint: str
+    shape: str
+    device: str
+    dtype: str
+    load_s: float
+    compile_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Engine(abc.ABC):
+    """A loaded model for one (checkpoint, shape): prefill / decode / generate / logits."""
+
+    shape: RunShape
+    info: EngineInfo
+
+    @abc.abstractmethod
+    def prefill(self, batch: Batch) -> torch.Tensor:
+        """Context encoding: run the prompts, keep the KV cache, return the first greedy token [B]."""
+
+    @abc.abstractmethod
+    def decode_step(self) -> torch.Tensor:
+        """Token generation: one greedy step on the cache, returning the next token [B]."""
+
+    @abc.abstractmethod
+    def generate(self, batch: Batch, max_new_tokens: int) -> GenerationResult:
+        """Exactly ``max_new_tokens`` greedy tokens per row, EOS disabled, with CTE/TKG/E2E timings."""
+
+    @abc.abstractmethod
+    def logits(self, batch: Batch) -> torch.Tensor:
+        """Full-vocabulary logits [B, T, V] of the prompts (float32, on the CPU)."""
+
+    @property
+    def steps_left(self) -> int:
+        """Decode steps the compiled shape still has room for (0 before any prefill)."""
+        return 0
+
+    def reset(self) -> None:
+        """Forget the KV cache (between runs)."""
+
+    def close(self) -> None:
+        """Release the model."""
+
+    def check_batch(self, batch: Batch, max_new_tokens: int = 0) -> None:
+        self.shape.validate_request(batch.max_prompt_tokens, max_new_tokens, batch.size)

@@ -1,0 +1,147 @@
+"""The transformers backend: ``LlamaForCausalLM`` on CPU or CUDA with its own greedy loop.
+
+It does not use ``model.generate`` so that prefill (CTE) and each decode step (TKG) can be timed
+separately, only the last real position of each prompt goes through the lm head in prefill, and
+right-padded rows get their own position ids, so every row generates what it would alone.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from harness.backends.base import BackendError, Batch, Engine, EngineInfo, GenerationResult
+from harness.measure import Timer
+from harness.spec import RunShape
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise BackendError(f"dtype {name!r} is not supported; expected one of {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise BackendError(f"device {device!r} asked for but CUDA is not available here; use --carbon-device cpu")
+    if dev.type not in ("cpu", "cuda"):
+        raise BackendError(f"device {device!r} is not supported by the hf backend; expected cpu, cuda or cuda:N")
+    return dev
+
+
+def default_dtype(device: torch.device) -> str:
+    """bf16 on GPUs (as the reference runs), fp32 on CPUs (bf16 matmuls are emulated and slow there)."""
+    return "bf16" if device.type == "cuda" else "fp32"
+
+
+class HFEngine(Engine):
+    def __init__(self, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",
+                 dtype: str = "auto") -> None:
+        from transformers import AutoModelForCausalLM
+
+        self.shape = shape
+        self.device = resolve_device(device)
+        dtype = default_dtype(self.device) if dtype == "auto" else dtype
+        self.torch_dtype = parse_dtype(dtype)
+        start = time.perf_counter()
+        self.model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=self.torch_dtype)
+        self.model.to(self.device).eval()
+        self._sync()
+        load_s = time.perf_counter() - start
+        self.info = EngineInfo("hf", model_name, str(checkpoint), shape.name, str(self.device), dtype, load_s,
+                               extra={"attn_implementation": getattr(self.model.config, "_attn_implementation", None)})
+        self.reset()
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _timer(self) -> Timer:
+        return Timer(self._sync)
+
+    def reset(self) -> None:
+        self._cache = None
+        self._mask: torch.Tensor | None = None
+        self._next: torch.Tensor | None = None
+        self._lengths: torch.Tensor | None = None
+        self._steps = 0
+        self._width = 0
+
+    @property
+    def steps_left(self) -> int:
+        if self._cache is None:
+            return 0
+        return self.shape.seq_len - (self._width + self._steps)
+
+    @torch.inference_mode()
+    def _forward_last(self, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+                      rows_last: torch.Tensor) -> torch.Tensor:
+        from transformers import DynamicCache
+
+        if self._cache is None:
+            self._cache = DynamicCache()
+        out = self.model.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                               past_key_values=self._cache, use_cache=True)
+        self._cache = out.past_key_values
+        hidden = out.last_hidden_state[torch.arange(input_ids.shape[0], device=self.device), rows_last]
+        return self.model.lm_head(hidden).argmax(dim=-1)
+
+    # -- the protocol -----------------------------------------------------------------------
+    def prefill(self, batch: Batch) -> torch.Tensor:
+        self.check_batch(batch)
+        self.reset()
+        ids = batch.input_ids.to(self.device)
+        mask = batch.attention_mask.to(self.device)
+        lengths = mask.sum(dim=1)
+        positions = torch.arange(ids.shape[1], device=self.device).expand_as(ids)
+        self._next = self._forward_last(ids, mask, positions, lengths - 1)
+        self._mask, self._lengths, self._width = mask, lengths, ids.shape[1]
+        return self._next
+
+    def decode_step(self) -> torch.Tensor:
+        if self._next is None:
+            raise RuntimeError("decode_step() before prefill(): nothing to decode from")
+        if self.steps_left <= 0:
+            raise RuntimeError(f"the KV cache is full at seq_len={self.shape.seq_len}; reset() and prefill again")
+        bsz = self._next.shape[0]
+        self._mask = torch.cat([self._mask, torch.ones(bsz, 1, dtype=self._mask.dtype, device=self.device)], dim=1)
+        positions = (self._lengths + self._steps).unsqueeze(1)
+        last = torch.zeros(bsz, dtype=torch.long, device=self.device)
+        self._next = self._forward_last(self._next.unsqueeze(1), self._mask, positions, last)
+        self._steps += 1
+        return self._next
+
+    def generate(self, batch: Batch, max_new_tokens: int) -> GenerationResult:
+        self.check_batch(batch, max_new_tokens)
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
+        tokens, tkg = [], []
+        with self._timer() as total:
+            with self._timer() as cte:
+                tokens.append(self.prefill(batch))
+            for _ in range(max_new_tokens - 1):
+                with self._timer() as step:
+                    tokens.append(self.decode_step())
+                tkg.append(step.ms)
+        return GenerationResult(torch.stack(tokens, dim=1).cpu(), cte.ms, tkg, total.ms)
+
+    @torch.inference_mode()
+    def logits(self, batch: Batch) -> torch.Tensor:
+        self.check_batch(batch)
+        out = self.model(input_ids=batch.input_ids.to(self.device), attention_mask=batch.attention_mask.to(self.device),
+                         use_cache=False)
+        return out.logits.float().cpu()
+
+    def close(self) -> None:
+        self.reset()
+        del self.model
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()

@@ -1,0 +1,67 @@
+"""The figures a perf benchmark reports, computed from timings and generated tokens.
+
+The names are the harness's public vocabulary (thresholds, reports and comparisons use them):
+``cte_ms_p50``, ``cte_ms_p99``, ``tkg_ms_p50``, ``tkg_ms_p99``, ``e2e_ms_p50``, ``tokens_per_s``,
+``bp_per_s``, ``kbp_per_s``, ``valid_dna_fraction``, ``tkg_roofline_fraction``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from harness.backends.base import GenerationResult
+from harness.dna import sequence_metrics
+from harness.measure import Summary, throughput
+from harness.plan import tkg_roofline_fraction, tkg_step_bytes
+from harness.spec import ModelSpec
+from harness.tokenizer import CarbonTokenizer
+
+FIGURES = ("cte_ms_p50", "cte_ms_p99", "tkg_ms_p50", "tkg_ms_p99", "e2e_ms_p50", "tokens_per_s", "bp_per_s",
+           "kbp_per_s", "valid_dna_fraction", "tkg_roofline_fraction")
+
+
+def latency_figures(prefix: str, ms: Sequence[float]) -> dict[str, float]:
+    s = Summary.of(ms)
+    return {f"{prefix}_ms_p50": s.p50, f"{prefix}_ms_p99": s.p99}
+
+
+def dna_figures(tokenizer: CarbonTokenizer, tokens: Any, e2e_ms: float) -> dict[str, float]:
+    """Base pairs the batch generated (A/C/G/T decoded from the new tokens) per second, and the
+    mean fraction of generated characters that are DNA."""
+    texts = tokenizer.batch_decode(tokens, skip_special_tokens=True)
+    metrics = [sequence_metrics(t) for t in texts]
+    bp = sum(m.bp for m in metrics)
+    bp_per_s = throughput(bp, e2e_ms)
+    return {"generated_bp": bp, "bp_per_s": bp_per_s, "kbp_per_s": bp_per_s / 1000.0,
+            "valid_dna_fraction": sum(m.valid_dna_fraction for m in metrics) / len(metrics)}
+
+
+def roofline(spec: ModelSpec | None, batch_size: int, context_tokens: float, dtype: str,
+             bandwidth_gbps: float | None, tkg_ms_p50: float, kv_heads: int | None = None) -> dict[str, float]:
+    if spec is None or not bandwidth_gbps:
+        return {}
+    step = tkg_step_bytes(spec, batch_size, context_tokens, dtype, kv_heads)
+    fraction = tkg_roofline_fraction(step, bandwidth_gbps, tkg_ms_p50)
+    return {"tkg_step_bytes": step, "tkg_roofline_fraction": fraction} if fraction is not None else {}
+
+
+def generation_figures(results: Sequence[GenerationResult], tokenizer: CarbonTokenizer, spec: ModelSpec | None,
+                       dtype: str, bandwidth_gbps: float | None, prompt_tokens: int,
+                       kv_heads: int | None = None) -> dict[str, float]:
+    """All figures of repeated generations of one batch (greedy: every round gives the same tokens)."""
+    if not results:
+        raise ValueError("no generation was measured")
+    first = results[0]
+    e2e = Summary.of([r.e2e_ms for r in results]).p50
+    figures: dict[str, float] = {"e2e_ms_p50": e2e}
+    figures.update(latency_figures("cte", [r.cte_ms for r in results]))
+    tkg = [ms for r in results for ms in r.tkg_ms]
+    if tkg:
+        figures.update(latency_figures("tkg", tkg))
+        context = prompt_tokens + first.new_tokens / 2
+        figures.update(roofline(spec, first.batch_size, context, dtype, bandwidth_gbps, figures["tkg_ms_p50"],
+                                kv_heads))
+    figures["tokens_per_s"] = throughput(first.batch_size * first.new_tokens, e2e)
+    figures.update(dna_figures(tokenizer, first.tokens, e2e))
+    return figures

@@ -1,0 +1,117 @@
+"""Fixtures the plugin provides.
+
+Engines are built once per (model, shape) per session by ``harness.session.Session`` and reused
+by every test; synthetic checkpoints once per cache directory, across sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.backends.base import Batch, Engine
+from harness.checkpoint import cached_checkpoint
+from harness.gates import evaluate
+from harness.session import ModelRef, Session
+from harness.spec import DEFAULT_MODEL, MODELS, ModelSpec, RunShape, get_shape
+from harness.tokenizer import CarbonTokenizer
+
+
+@pytest.fixture(scope="session")
+def carbon_session(pytestconfig: pytest.Config) -> Session:
+    from harness.pytest_plugin import SESSION_KEY
+
+    return pytestconfig.stash[SESSION_KEY]
+
+
+@pytest.fixture(scope="session")
+def carbon_cache_dir(carbon_session: Session) -> Path:
+    """Where built checkpoints and compiled artifacts live across sessions."""
+    return carbon_session.config.cache_dir
+
+
+@pytest.fixture(scope="session")
+def carbon_tokenizer() -> CarbonTokenizer:
+    """The builtin tokenizer (published case policy "upper")."""
+    return CarbonTokenizer.builtin()
+
+
+@pytest.fixture(scope="session")
+def carbon_tiny_checkpoint(carbon_cache_dir: Path) -> Path:
+    """The embedded default checkpoint, built into the cache on first use."""
+    return cached_checkpoint(DEFAULT_MODEL, carbon_cache_dir)
+
+
+@pytest.fixture(scope="session")
+def carbon_hardware(carbon_session: Session):
+    return carbon_session.hardware
+
+
+@pytest.fixture
+def carbon_engine(carbon_session: Session, carbon_model: ModelRef, carbon_shape: RunShape) -> Engine:
+    """The session's engine for this test's model and shape (built on first use)."""
+    engine = carbon_session.engine(carbon_model, carbon_shape)
+    engine.reset()
+    return engine
+
+
+@pytest.fixture
+def carbon_engine_for(carbon_session: Session, carbon_model: ModelRef) -> Callable[[str], Engine]:
+    """The session's engine for this test's model at a named shape (the suites have their own)."""
+
+    def get(shape: str) -> Engine:
+        engine = carbon_session.engine(carbon_model, get_shape(shape))
+        engine.reset()
+        return engine
+
+    return get
+
+
+@pytest.fixture
+def carbon_model_tokenizer(carbon_session: Session, carbon_model: ModelRef) -> CarbonTokenizer:
+    """The tokenizer of this test's checkpoint (its own tokenizer.json and dna_config.json)."""
+    return carbon_session.tokenizer(carbon_model)
+
+
+def model_spec(label: str) -> ModelSpec | None:
+    return MODELS.get(label)
+
+
+def engine_context(engine: Engine, hardware: str, batch: Batch, new_tokens: int) -> dict[str, Any]:
+    info = engine.info
+    context = {"model": info.model, "shape": info.shape, "backend": info.backend, "hardware": hardware,
+               "batch_size": batch.size, "prompt_tokens": batch.max_prompt_tokens, "new_tokens": new_tokens,
+               "device": info.device, "dtype": info.dtype, "load_s": info.load_s}
+    if info.compile_s is not None:
+        context["compile_s"] = info.compile_s
+    context.update(info.extra)
+    return context
+
+
+@pytest.fixture
+def carbon_gate(carbon_session: Session) -> Callable[..., None]:
+    """Record figures in a benchmark's extra_info and gate them against the session's thresholds.
+
+    Fails the test naming metric, measured value, threshold and baseline when a figure crosses
+    its threshold; records ``"gate": "no threshold"`` where none applies.
+    """
+
+    def gate(benchmark: Any, *, model: str, shape: str, figures: Mapping[str, Any],
+             context: Mapping[str, Any] | None = None) -> None:
+        hardware = carbon_session.hardware.name
+        benchmark.extra_info.update({"hardware": hardware, **(context or {}), **figures})
+        results = evaluate(carbon_session.config.thresholds, hardware, model, shape, figures)
+        if not results:
+            benchmark.extra_info["gate"] = "no threshold"
+            return
+        benchmark.extra_info["gate"] = {r.metric: {"value": r.value, "bound": r.threshold.bound,
+                                                   "kind": r.threshold.kind, "baseline": r.threshold.baseline,
+                                                   "passed": r.passed} for r in results}
+        failed = [r.message() for r in results if not r.passed]
+        if failed:
+            pytest.fail(f"{model}/{shape} on {hardware}: " + "; ".join(failed), pytrace=False)
+
+    return gate

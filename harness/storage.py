@@ -1,0 +1,115 @@
+"""Atomic files and directories, and the cache lock.
+
+A benchmark harness that crashes (or is killed by CI) half-way must never leave a result or an
+artifact that looks complete: everything is written beside its destination and renamed into
+place, and a directory counts as complete only when its ``.complete`` marker exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+COMPLETE_MARKER = ".complete"
+
+
+class StorageError(OSError):
+    """A path cannot be written; the message names it and why."""
+
+
+def ensure_writable_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"cannot create directory {path}: {exc.strerror or exc}") from exc
+    if not os.access(path, os.W_OK):
+        raise StorageError(f"directory {path} is not writable")
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    path = Path(path)
+    ensure_writable_dir(path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_json(path: str | Path, data: Any) -> Path:
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def is_complete(path: Path) -> bool:
+    return (path / COMPLETE_MARKER).is_file()
+
+
+@contextmanager
+def atomic_dir(dest: str | Path, replace: bool = False) -> Iterator[Path]:
+    """Yield a temporary directory beside ``dest``; on success mark it complete and rename it to
+    ``dest``. On any error the temporary directory is removed and ``dest`` is untouched."""
+    dest = Path(dest)
+    ensure_writable_dir(dest.parent)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".partial"))
+    try:
+        yield tmp
+        (tmp / COMPLETE_MARKER).write_text("")
+        if dest.exists():
+            if not replace and any(dest.iterdir()):
+                raise StorageError(f"{dest} already exists and is not empty")
+            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+            os.replace(dest, old)
+            os.replace(tmp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def build_once(dest: Path, build: Callable[[Path], None], validate: Callable[[Path], None] | None = None,
+               log: Callable[[str], None] = lambda _: None) -> tuple[Path, bool]:
+    """Build ``dest`` with ``build(tmpdir)`` unless a complete, valid copy exists.
+
+    A file lock beside ``dest`` makes concurrent workers (pytest-xdist, parallel CI jobs on a
+    shared cache) wait for one builder instead of building the same key twice. A directory with
+    no completion marker, or one that ``validate`` rejects, is treated as corrupt and rebuilt.
+    Returns (path, built_now).
+    """
+    from filelock import FileLock
+
+    ensure_writable_dir(dest.parent)
+    with FileLock(str(dest) + ".lock"):
+        if dest.exists():
+            reason = None
+            if not is_complete(dest):
+                reason = "no completion marker (an interrupted build)"
+            elif validate is not None:
+                try:
+                    validate(dest)
+                except Exception as exc:  # any validation failure means: rebuild
+                    reason = str(exc)
+            if reason is None:
+                return dest, False
+            log(f"rebuilding {dest}: {reason}")
+            shutil.rmtree(dest)
+        with atomic_dir(dest) as tmp:
+            build(tmp)
+        return dest, True

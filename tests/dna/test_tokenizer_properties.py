@@ -1,0 +1,90 @@
+"""Hypothesis properties of the 6-mer tokenizer, checked against an independent per-6-mer loop."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.tokenizer import CarbonTokenizer, dna_ids_loop
+
+pytestmark = pytest.mark.dna
+
+TOK = CarbonTokenizer.builtin()
+TOK_OOV = CarbonTokenizer.builtin(case_policy="oov")
+BEGIN, END, OOV = TOK.dna_begin_token_id, TOK.dna_end_token_id, TOK.oov_token_id
+DNA_LO, DNA_HI = TOK.dna_start_id, TOK.vocab_size
+
+acgt = st.text(alphabet="ACGT", max_size=600)
+kmers = st.lists(st.text(alphabet="ACGT", min_size=6, max_size=6), max_size=80).map("".join)
+dna_noise = st.text(alphabet=st.sampled_from(list("ACGTacgtNRYKM -\n\tß") + ["é", "✓"]), max_size=300)
+
+
+@given(kmers)
+def test_round_trip_of_whole_kmers(seq):
+    ids = TOK.encode("<dna>" + seq)
+    assert len(ids) == 1 + len(seq) // 6
+    assert TOK.decode(ids) == "<dna>" + seq
+    assert TOK.decode(ids, skip_special_tokens=True) == seq
+
+
+@given(st.text(max_size=300))
+def test_encode_never_raises_and_ids_are_in_vocab(text):
+    ids = TOK.encode(text)
+    assert all(0 <= i < TOK.vocab_size for i in ids)
+    TOK.decode(ids)
+    TOK.decode(ids, skip_special_tokens=True)
+
+
+@given(st.text(max_size=120), dna_noise, st.text(max_size=120))
+def test_ids_inside_a_dna_block_are_dna_ids(before, content, after):
+    ids = TOK.encode(before + "<dna>" + content + "</dna>" + after)
+    start = ids.index(BEGIN)
+    while start >= 0:  # every <dna> ... </dna> span, wherever the random text put one
+        stop = ids.index(END, start) if END in ids[start:] else len(ids) - 1
+        assert all(DNA_LO <= i < DNA_HI for i in ids[start:stop + 1])
+        start = ids.index(BEGIN, stop) if BEGIN in ids[stop:] else -1
+
+
+@given(acgt)
+def test_partial_blocks_are_padded_with_A(seq):
+    ids = TOK.encode("<dna>" + seq)
+    assert len(ids) - 1 == -(-len(seq) // 6)
+    decoded = TOK.decode(ids, skip_special_tokens=True)
+    assert decoded == seq + "A" * ((-len(seq)) % 6)
+
+
+@given(dna_noise)
+def test_vectorised_ids_equal_the_per_kmer_loop(content):
+    for tok, policy in ((TOK, "upper"), (TOK_OOV, "oov")):
+        assert tok.encode("<dna>" + content)[1:] == dna_ids_loop(content, tok.layout, policy)
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.booleans()), min_size=1, max_size=30))
+def test_oov_count_is_exactly_predicted(blocks):
+    """Each block is 6 bases with (or without) one N at a chosen place: exactly the N blocks are <oov>."""
+    seq = "".join(("ACGTAC"[: p % 6] + "N" + "ACGTAC"[p % 6 + 1:]) if bad else "GATTAC" for p, bad in blocks)
+    ids = TOK.encode("<dna>" + seq)
+    assert ids.count(OOV) == sum(bad for _, bad in blocks)
+
+
+@given(st.lists(st.one_of(acgt.map(lambda s: "<dna>" + s), st.text(max_size=60)), min_size=1, max_size=8))
+def test_batch_encode_equals_per_item_encode(texts):
+    enc = TOK(texts, padding=True)
+    width = max(len(TOK.encode(t)) for t in texts)
+    for text, row, mask in zip(texts, enc["input_ids"], enc["attention_mask"]):
+        ids = TOK.encode(text)
+        assert row == ids + [TOK.pad_token_id] * (width - len(ids))
+        assert mask == [1] * len(ids) + [0] * (width - len(ids))
+
+
+printable = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="<>", exclude_categories=["Cs", "Cc"]),
+                    max_size=40)
+
+
+@given(st.lists(st.one_of(printable.map(lambda t: ("text", t)), kmers.map(lambda d: ("dna", d)),
+                          st.sampled_from(["<vertebrate_mammalian>", "<protein_coding_region>"]).map(lambda t: ("tag", t))),
+                max_size=8))
+def test_mixed_text_dna_and_tags_round_trip(parts):
+    text = "".join(f"<dna>{v}</dna>" if k == "dna" else v for k, v in parts)
+    assert TOK.decode(TOK.encode(text)) == text

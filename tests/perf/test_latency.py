@@ -1,0 +1,93 @@
+"""CTE, TKG and end-to-end latency of each model x shape, the way the reference runs measured them.
+
+Each benchmark's extra_info carries the run context and the figures; thresholds come from
+fixtures/thresholds (``--carbon-thresholds``), never from literals here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.backends.base import Batch
+from harness.dna import shape_prompts
+from harness.figures import generation_figures, latency_figures, roofline
+from harness.fixtures import engine_context, model_spec
+
+pytestmark = pytest.mark.perf
+
+
+@pytest.fixture
+def shape_batch(carbon_model_tokenizer, carbon_shape) -> Batch:
+    batch = Batch.from_prompts(carbon_model_tokenizer, shape_prompts(carbon_shape))
+    carbon_shape.validate_request(batch.max_prompt_tokens, carbon_shape.max_new_tokens, batch.size)
+    return batch
+
+
+def rounds_ms(benchmark) -> list[float]:
+    return [t * 1000.0 for t in benchmark.stats.stats.data]
+
+
+def test_cte(benchmark, carbon_session, carbon_engine, shape_batch, carbon_gate):
+    """Context encoding: prefill of the shape's prompts (the KV cache is reset before each round)."""
+    benchmark.group = f"cte-{carbon_engine.info.shape}"
+    first = benchmark.pedantic(carbon_engine.prefill, args=(shape_batch,), setup=carbon_engine.reset,
+                               rounds=carbon_session.config.runs, warmup_rounds=carbon_session.config.warmup)
+    assert first.shape == (shape_batch.size,)
+    assert all(0 <= int(t) < 155776 for t in first)
+    figures = latency_figures("cte", rounds_ms(benchmark))
+    assert all(math.isfinite(v) and v > 0 for v in figures.values())
+    carbon_gate(benchmark, model=carbon_engine.info.model, shape=carbon_engine.info.shape, figures=figures,
+                context=engine_context(carbon_engine, carbon_session.hardware.name, shape_batch, 0))
+
+
+def test_tkg(benchmark, carbon_session, carbon_engine, shape_batch, carbon_gate):
+    """Token generation: single decode steps on a warm cache; a round that finds the cache full
+    re-prefills first (untimed), so every timed step is a real step within the shape."""
+    benchmark.group = f"tkg-{carbon_engine.info.shape}"
+    shape = carbon_engine.shape
+    rounds = min(carbon_session.config.runs * 8, shape.max_new_tokens - 1)
+    start_steps = shape.seq_len - shape_batch.max_prompt_tokens
+
+    def ready() -> None:
+        if carbon_engine.steps_left <= shape.seq_len - shape_batch.max_prompt_tokens - (shape.max_new_tokens - 1):
+            carbon_engine.prefill(shape_batch)
+
+    carbon_engine.prefill(shape_batch)
+    token = benchmark.pedantic(carbon_engine.decode_step, setup=ready, rounds=rounds,
+                               warmup_rounds=carbon_session.config.warmup)
+    assert token.shape == (shape_batch.size,)
+    assert carbon_engine.steps_left < start_steps
+    figures = latency_figures("tkg", rounds_ms(benchmark))
+    context_tokens = shape_batch.max_prompt_tokens + rounds / 2
+    figures.update(roofline(model_spec(carbon_engine.info.model), shape_batch.size, context_tokens,
+                            carbon_engine.info.dtype, carbon_session.hardware.memory_bandwidth_gbps,
+                            figures["tkg_ms_p50"]))
+    assert all(math.isfinite(v) and v > 0 for v in figures.values())
+    carbon_gate(benchmark, model=carbon_engine.info.model, shape=shape.name, figures=figures,
+                context=engine_context(carbon_engine, carbon_session.hardware.name, shape_batch, 1))
+
+
+def test_e2e(benchmark, carbon_session, carbon_engine, shape_batch, carbon_model_tokenizer, carbon_gate):
+    """End to end: exactly max_new_tokens greedy tokens per row, EOS disabled."""
+    shape = carbon_engine.shape
+    benchmark.group = f"e2e-{shape.name}"
+    results = []
+
+    def run():
+        results.append(carbon_engine.generate(shape_batch, shape.max_new_tokens))
+
+    benchmark.pedantic(run, setup=carbon_engine.reset, rounds=carbon_session.config.runs,
+                       warmup_rounds=carbon_session.config.warmup)
+    timed = results[carbon_session.config.warmup:]
+    assert all(r.tokens.shape == (shape_batch.size, shape.max_new_tokens) for r in timed)
+    assert all(len(r.tkg_ms) == shape.max_new_tokens - 1 for r in timed)
+    assert all(r.tokens.equal(timed[0].tokens) for r in timed), "greedy generation must be deterministic"
+    figures = generation_figures(timed, carbon_model_tokenizer, model_spec(carbon_engine.info.model),
+                                 carbon_engine.info.dtype, carbon_session.hardware.memory_bandwidth_gbps,
+                                 shape_batch.max_prompt_tokens)
+    assert figures["e2e_ms_p50"] > 0 and figures["tokens_per_s"] > 0
+    carbon_gate(benchmark, model=carbon_engine.info.model, shape=shape.name, figures=figures,
+                context=engine_context(carbon_engine, carbon_session.hardware.name, shape_batch,
+                                       shape.max_new_tokens))

@@ -1,0 +1,55 @@
+"""The reference workloads: the 7-case DNA suite at batch 1 and the 16-prompt batch suite.
+
+Both run at their own compiled shapes (``dna-suite-bs1``, ``a100-style-bs16``), whatever
+``--carbon-shape`` says, because the reference numbers they are gated against were taken there.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.backends.base import Batch
+from harness.dna import SUITE_CASES, batch_suite, prompt_suite
+from harness.figures import generation_figures
+from harness.fixtures import engine_context, model_spec
+
+pytestmark = pytest.mark.perf
+
+DNA_SUITE_SHAPE = "dna-suite-bs1"
+BATCH_SUITE_SHAPE = "a100-style-bs16"
+
+
+def measure_generation(benchmark, session, engine, batch, tokenizer, gate):
+    """Time repeated greedy generations of one batch and gate the resulting figures."""
+    shape = engine.shape
+    results = []
+    benchmark.pedantic(lambda: results.append(engine.generate(batch, shape.max_new_tokens)), setup=engine.reset,
+                       rounds=session.config.runs, warmup_rounds=session.config.warmup)
+    timed = results[session.config.warmup:session.config.warmup + session.config.runs]
+    assert all(r.tokens.shape == (batch.size, shape.max_new_tokens) for r in timed)
+    figures = generation_figures(timed, tokenizer, model_spec(engine.info.model), engine.info.dtype,
+                                 session.hardware.memory_bandwidth_gbps, batch.max_prompt_tokens)
+    assert 0.0 <= figures["valid_dna_fraction"] <= 1.0 and figures["tokens_per_s"] > 0
+    gate(benchmark, model=engine.info.model, shape=shape.name, figures=figures,
+         context=engine_context(engine, session.hardware.name, batch, shape.max_new_tokens))
+    return figures
+
+
+@pytest.mark.parametrize("case", SUITE_CASES)
+def test_dna_suite(benchmark, carbon_session, carbon_engine_for, carbon_model_tokenizer, carbon_gate, case):
+    engine = carbon_engine_for(DNA_SUITE_SHAPE)
+    benchmark.group = f"dna-suite-{engine.info.model}"
+    prompt = next(c for c in prompt_suite(engine.shape.prompt_bp) if c.name == case)
+    batch = Batch.from_prompts(carbon_model_tokenizer, [prompt.prompt])
+    assert batch.max_prompt_tokens == 181  # <dna> + 1080 bp, as in the reference suite
+    benchmark.extra_info["case"] = case
+    measure_generation(benchmark, carbon_session, engine, batch, carbon_model_tokenizer, carbon_gate)
+
+
+def test_batch_suite(benchmark, carbon_session, carbon_engine_for, carbon_model_tokenizer, carbon_gate):
+    engine = carbon_engine_for(BATCH_SUITE_SHAPE)
+    benchmark.group = f"batch-suite-{engine.info.model}"
+    prompts = [c.prompt for c in batch_suite(engine.shape.prompt_bp, engine.shape.batch_size)]
+    batch = Batch.from_prompts(carbon_model_tokenizer, prompts)
+    assert (batch.size, batch.max_prompt_tokens) == (16, 171)  # 16 x (<dna> + 1020 bp)
+    measure_generation(benchmark, carbon_session, engine, batch, carbon_model_tokenizer, carbon_gate)

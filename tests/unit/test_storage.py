@@ -1,0 +1,81 @@
+"""Atomic writes and build-once under a lock, with real files and real processes."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+
+from harness.storage import COMPLETE_MARKER, StorageError, atomic_dir, atomic_write_json, build_once, is_complete
+
+pytestmark = pytest.mark.unit
+
+
+def test_atomic_write_replaces_whole_file(tmp_path):
+    p = atomic_write_json(tmp_path / "a" / "r.json", {"x": 1})
+    assert p.read_text() == '{\n  "x": 1\n}\n'
+    assert [f.name for f in p.parent.iterdir()] == ["r.json"]
+
+
+def test_atomic_dir_failure_leaves_destination_absent(tmp_path):
+    with pytest.raises(RuntimeError):
+        with atomic_dir(tmp_path / "d") as tmp:
+            (tmp / "half").write_text("x")
+            raise RuntimeError("killed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_dir_refuses_non_empty_destination(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("keep")
+    with pytest.raises(StorageError, match="not empty"):
+        with atomic_dir(tmp_path / "d") as tmp:
+            (tmp / "g").write_text("new")
+    assert (tmp_path / "d" / "f").read_text() == "keep"
+
+
+def _build_into(dest: str, log: str) -> None:
+    def build(tmp: Path) -> None:
+        with open(log, "a") as f:
+            f.write("built\n")
+        (tmp / "artifact").write_text("ok")
+
+    build_once(Path(dest), build)
+
+
+def test_parallel_builders_build_once(tmp_path):
+    dest, log = tmp_path / "key", tmp_path / "log"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_build_into, args=(str(dest), str(log))) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 4
+    assert log.read_text() == "built\n"
+    assert (dest / "artifact").read_text() == "ok" and is_complete(dest)
+
+
+def test_partial_directory_is_rebuilt(tmp_path):
+    dest = tmp_path / "key"
+    dest.mkdir()
+    (dest / "artifact").write_text("half")  # no completion marker: an interrupted build
+    messages = []
+    _, built = build_once(dest, lambda tmp: (tmp / "artifact").write_text("ok"), log=messages.append)
+    assert built and (dest / "artifact").read_text() == "ok"
+    assert "no completion marker" in messages[0]
+
+
+def test_invalid_directory_is_rebuilt(tmp_path):
+    dest = tmp_path / "key"
+    build_once(dest, lambda tmp: (tmp / "artifact").write_text("bad"))
+
+    def validate(d: Path) -> None:
+        if (d / "artifact").read_text() != "ok":
+            raise ValueError("artifact is corrupt")
+
+    _, built = build_once(dest, lambda tmp: (tmp / "artifact").write_text("ok"), validate=validate)
+    assert built and (dest / "artifact").read_text() == "ok" and (dest / COMPLETE_MARKER).exists()
+    _, built_again = build_once(dest, lambda tmp: None, validate=validate)
+    assert not built_again
