@@ -45,7 +45,10 @@ def _draw(rng: np.random.Generator, n: int, probs: dict[str, float]) -> str:
     return "".join(np.array(bases)[rng.choice(len(bases), size=n, p=p / p.sum())])
 
 
-def _case(name: str, n: int, rng: np.random.Generator) -> tuple[str, str]:
+TRIPLET_REPEATS = ("CAG", "CGG", "GAA")  # Huntington's, fragile X, Friedreich's ataxia expansions
+
+
+def _case(name: str, n: int, rng: np.random.Generator, variant: int = 0) -> tuple[str, str]:
     if name == "balanced":
         return _draw(rng, n, {"A": 1, "C": 1, "G": 1, "T": 1}), "uniform random bases"
     if name == "cpg_island":
@@ -66,7 +69,8 @@ def _case(name: str, n: int, rng: np.random.Generator) -> tuple[str, str]:
             seq[start:start + 6] = "TATAAA"
         return "".join(seq)[:n], "random background with a TATA box every 120 bp"
     if name == "triplet_repeat":
-        return ("CAG" * (n // 3 + 1))[:n], "CAG triplet repeat (stress case)"
+        unit = TRIPLET_REPEATS[variant % len(TRIPLET_REPEATS)]
+        return (unit * (n // 3 + 1))[:n], f"{unit} triplet repeat (stress case)"
     raise ValueError(f"unknown DNA case {name!r}; known cases: {', '.join(SUITE_CASES)}")
 
 
@@ -94,7 +98,7 @@ def batch_suite(length_bp: int = 1020, batch_size: int = 16, seed: int = 0) -> l
     out = []
     for i in range(batch_size):
         name = SUITE_CASES[i % len(SUITE_CASES)]
-        seq, desc = _case(name, length_bp, np.random.default_rng([seed, 1000 + i]))
+        seq, desc = _case(name, length_bp, np.random.default_rng([seed, 1000 + i]), variant=i // len(SUITE_CASES))
         out.append(DnaCase(f"{name}_{i:02d}", seq, desc))
     return out
 

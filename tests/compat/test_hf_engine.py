@@ -1,0 +1,95 @@
+"""The transformers engine's contracts: right padding is invisible, EOS never stops a run,
+shapes are enforced, and prefill/decode agree with a plain full forward pass."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.backends.base import Batch
+from harness.backends.hf import HFEngine
+from harness.dna import prompt_suite
+from harness.spec import SHAPES, RunShape, SpecError
+
+pytestmark = pytest.mark.compat
+
+SHAPE = RunShape("test-bs4", batch_size=4, max_context_length=64, seq_len=96, max_new_tokens=16)
+
+
+@pytest.fixture(scope="module")
+def engine(carbon_tiny_checkpoint):
+    e = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="fp32")
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    cases = prompt_suite(300)
+    return [cases[0].prompt[: 5 + 60], cases[1].prompt[: 5 + 150], "The TATA box <dna>" + cases[5].sequence[:90],
+            cases[6].prompt[: 5 + 12]]
+
+
+def test_right_padded_rows_generate_what_each_prompt_generates_alone(engine, carbon_tokenizer, prompts):
+    batch = Batch.from_prompts(carbon_tokenizer, prompts)
+    assert len(set(batch.prompt_lengths.tolist())) == 4  # really unequal
+    together = engine.generate(batch, 12).tokens
+    for row, prompt in enumerate(prompts):
+        alone = engine.generate(Batch.from_prompts(carbon_tokenizer, [prompt]), 12).tokens[0]
+        assert together[row].tolist() == alone.tolist(), f"row {row} differs from its prompt alone"
+    assert len({tuple(r) for r in together.tolist()}) == 4  # the synthetic model is not degenerate
+
+
+def test_exactly_max_new_tokens_with_timings(engine, carbon_tokenizer, prompts):
+    result = engine.generate(Batch.from_prompts(carbon_tokenizer, prompts[:2]), SHAPE.max_new_tokens)
+    assert result.tokens.shape == (2, SHAPE.max_new_tokens)
+    assert len(result.tkg_ms) == SHAPE.max_new_tokens - 1
+    assert result.cte_ms > 0 and all(t > 0 for t in result.tkg_ms) and result.e2e_ms >= result.cte_ms
+
+
+def test_eos_does_not_stop_generation(engine, carbon_tokenizer, carbon_tiny_checkpoint):
+    """The published config says eos 2 (a BPE '#'); a fixed-length benchmark must run past it."""
+    import json
+
+    assert json.loads((carbon_tiny_checkpoint / "config.json").read_text())["eos_token_id"] == 2
+    batch = Batch.from_ids([[2, 2, 2, 151643]])  # even a prompt made of eos/pad ids
+    assert engine.generate(batch, 10).tokens.shape == (1, 10)
+
+
+def test_prefill_and_decode_agree_with_full_forward(engine, carbon_tokenizer, prompts):
+    batch = Batch.from_prompts(carbon_tokenizer, prompts[:1])
+    tokens = engine.generate(batch, 4).tokens[0].tolist()
+    ids = batch.input_ids[0].tolist()
+    for t in tokens:
+        logits = engine.logits(Batch.from_ids([ids]))
+        assert int(logits[0, -1].argmax()) == t
+        ids.append(t)
+
+
+def test_logits_shape_and_dtype(engine, carbon_tokenizer, prompts):
+    logits = engine.logits(Batch.from_prompts(carbon_tokenizer, prompts[:2]))
+    assert logits.dtype == torch.float32 and logits.shape[0] == 2 and logits.shape[2] == 155776
+
+
+def test_prompt_longer_than_the_context_is_refused(engine, carbon_tokenizer):
+    batch = Batch.from_prompts(carbon_tokenizer, ["<dna>" + "ACGTAC" * 70])
+    with pytest.raises(SpecError, match="prompt of 71 tokens exceeds shape 'test-bs4' max_context_length=64"):
+        engine.generate(batch, 4)
+
+
+def test_generation_past_seq_len_is_refused(engine, carbon_tokenizer):
+    batch = Batch.from_prompts(carbon_tokenizer, ["<dna>" + "ACGTAC" * 60])
+    with pytest.raises(SpecError, match="exceeds shape 'test-bs4' seq_len=96"):
+        engine.generate(batch, 40)
+
+
+def test_decode_before_prefill_is_an_error(engine):
+    engine.reset()
+    with pytest.raises(RuntimeError, match="before prefill"):
+        engine.decode_step()
+
+
+def test_reference_shape_holds_the_reference_prompts(carbon_tokenizer):
+    suite = Batch.from_prompts(carbon_tokenizer, [c.prompt for c in prompt_suite(1080)])
+    SHAPES["dna-suite-bs1"].validate_request(suite.max_prompt_tokens, 180, 1)
+    assert suite.max_prompt_tokens == 181

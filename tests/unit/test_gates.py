@@ -1,0 +1,91 @@
+"""Threshold parsing, selection and evaluation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.hardware import FIXTURES_DIR
+from harness.gates import ThresholdError, evaluate, load_thresholds, parse_entry, parse_thresholds, select
+
+pytestmark = pytest.mark.unit
+
+ENTRY = {"hardware": "trn2.3xlarge", "model": "carbon-3b", "shape": "report-bs1", "metric": "tkg_ms_p50", "max": 7.35}
+
+
+def doc(*entries):
+    return {"schema": 1, "thresholds": list(entries)}
+
+
+def test_shipped_thresholds_parse_and_follow_the_reference_rule():
+    thresholds = load_thresholds([FIXTURES_DIR / "thresholds"])
+    t = select(thresholds, "trn2.3xlarge", "carbon-3b", "report-bs1", "tkg_ms_p50")
+    assert t.baseline == 6.68 and t.bound == pytest.approx(6.68 * 1.10, abs=1e-3)
+    t = select(thresholds, "trn2.3xlarge", "carbon-8b", "a100-style-bs16", "kbp_per_s")
+    assert t.kind == "min" and t.bound == pytest.approx(8.21 / 1.10, abs=1e-3)
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({**ENTRY, "metric": "tkg_ms_p5"}, "unknown metric 'tkg_ms_p5' (did you mean 'tkg_ms_p50'?)"),
+    ({**ENTRY, "mx": 1}, "unknown field 'mx' (did you mean 'max'?)"),
+    ({k: v for k, v in ENTRY.items() if k != "model"}, "field 'model' is required"),
+    ({**ENTRY, "max": "7"}, "field 'max' must be a number"),
+    ({**ENTRY, "min": 1}, "give 'max' or 'min', not both"),
+    ({**{k: v for k, v in ENTRY.items() if k != "max"}, "min": 1}, "field 'min' does not fit 'tkg_ms_p50'"),
+    ({**{k: v for k, v in ENTRY.items() if k != "max"}}, "needs 'max', or 'baseline' and 'tolerance'"),
+    ({**ENTRY, "tolerance": 10}, "'tolerance' must be a fraction"),
+])
+def test_bad_entries_name_the_field(entry, message):
+    with pytest.raises(ThresholdError, match="f.json: entry 0: ") as err:
+        parse_thresholds(doc(entry), "f.json")
+    assert message in str(err.value)
+
+
+def test_bound_from_baseline_and_tolerance():
+    t = parse_entry({**{k: v for k, v in ENTRY.items() if k != "max"}, "baseline": 10, "tolerance": 0.1}, "x")
+    assert t.bound == pytest.approx(11.0)
+    t = parse_entry({"hardware": "*", "model": "*", "shape": "*", "metric": "bp_per_s", "baseline": 110,
+                     "tolerance": 0.1}, "x")
+    assert t.bound == pytest.approx(100.0) and t.kind == "min"
+
+
+@pytest.mark.parametrize("data,message", [
+    ({"schema": 2, "thresholds": []}, "field 'schema' is 2"),
+    ({"schema": 1}, "field 'thresholds' must be a list"),
+    ([], "must hold a JSON object"),
+])
+def test_bad_documents(data, message):
+    with pytest.raises(ThresholdError, match=message):
+        parse_thresholds(data, "f.json")
+
+
+def test_file_errors(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": 1,\n "thresholds": [}')
+    with pytest.raises(ThresholdError, match=r"bad.json: not valid JSON \(line 2"):
+        load_thresholds([bad])
+    with pytest.raises(ThresholdError, match="does not exist"):
+        load_thresholds([tmp_path / "missing.json"])
+
+
+def test_most_specific_wins_and_wildcards_match(tmp_path):
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps(doc({**ENTRY, "hardware": "*", "model": "*", "max": 100.0},
+                                {**ENTRY, "max": 5.0})))
+    ts = load_thresholds([tmp_path])
+    assert select(ts, "trn2.3xlarge", "carbon-3b", "report-bs1", "tkg_ms_p50").bound == 5.0
+    assert select(ts, "cpu", "carbon-tiny", "report-bs1", "tkg_ms_p50").bound == 100.0
+    assert select(ts, "cpu", "carbon-tiny", "smoke", "tkg_ms_p50") is None
+
+
+def test_evaluate_reports_pass_and_fail():
+    throughput = {"hardware": "*", "model": "*", "shape": "*", "metric": "tokens_per_s", "min": 100, "baseline": 110}
+    ts = parse_thresholds(doc(ENTRY, throughput), "f.json")
+    results = {r.metric: r for r in evaluate(ts, "trn2.3xlarge", "carbon-3b", "report-bs1",
+                                             {"tkg_ms_p50": 9.0, "tokens_per_s": 150.0, "e2e_ms_p50": 1.0,
+                                              "case": "balanced"})}
+    assert set(results) == {"tkg_ms_p50", "tokens_per_s"}
+    assert not results["tkg_ms_p50"].passed and results["tokens_per_s"].passed
+    assert results["tkg_ms_p50"].message() == "tkg_ms_p50 = 9 exceeds max 7.35 (f.json: entry 0)"
+    assert "baseline 110" in results["tokens_per_s"].message()

@@ -1,0 +1,80 @@
+"""The plugin end to end, in real pytest subprocesses: option errors stop the session at start,
+thresholds gate, and the benchmark JSON carries the figures and the run manifest."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_pytest(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--carbon-cache-dir", str(cache_dir), *args]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--carbon-model", "carbon-9b"], "'carbon-9b' is neither a known model (carbon-500m, carbon-3b"),
+    (["--carbon-shape", "huge"], "unknown shape 'huge'; known shapes: report-bs1"),
+    (["--carbon-hardware", "tpu"], "unknown hardware profile 'tpu'; known profiles:"),
+    (["--carbon-backend", "vllm"], "--carbon-backend 'vllm'; known backends: hf, neuron"),
+    (["--carbon-runs", "0"], "'0' must be at least 1"),
+])
+def test_bad_options_stop_the_session_with_one_message(tmp_path, args, message):
+    r = run_pytest("-m", "perf", "--co", *args, cache_dir=tmp_path)
+    assert r.returncode in (2, 4), r.stdout + r.stderr
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_malformed_thresholds_file_names_file_entry_and_field(tmp_path):
+    bad = tmp_path / "typo.json"
+    bad.write_text(json.dumps({"schema": 1, "thresholds": [
+        {"hardware": "*", "model": "*", "shape": "*", "metric": "tkg_ms_p50", "max": 1},
+        {"hardware": "*", "model": "*", "shape": "*", "metric": "tkg_ms_p05", "max": 1}]}))
+    r = run_pytest("-m", "perf", "--co", "--carbon-thresholds", str(bad), cache_dir=tmp_path)
+    assert r.returncode == 4
+    assert f"{bad}: entry 1: field 'metric' has unknown metric 'tkg_ms_p05' (did you mean 'tkg_ms_p50'?)" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def gated_run(tmp_path_factory, carbon_cache_dir):
+    """The smoke shape with an impossible tkg_ms_p50 bound, recorded to benchmark JSON."""
+    tmp = tmp_path_factory.mktemp("gated")
+    thresholds = tmp / "impossible.json"
+    thresholds.write_text(json.dumps({"schema": 1, "thresholds": [
+        {"hardware": "*", "model": "*", "shape": "*", "metric": "tkg_ms_p50", "max": 1e-6, "baseline": 3.09}]}))
+    out = tmp / "out.json"
+    r = run_pytest("-m", "perf", "tests/perf/test_latency.py", "--carbon-shape", "smoke", "--carbon-runs", "2",
+                   "--carbon-thresholds", str(thresholds), "--benchmark-json", str(out), cache_dir=carbon_cache_dir)
+    return r, json.loads(out.read_text())
+
+
+def test_impossible_threshold_fails_naming_the_metric(gated_run):
+    r, _ = gated_run
+    assert r.returncode == 1
+    assert "FAILED tests/perf/test_latency.py::test_tkg[carbon-tiny-smoke]" in r.stdout
+    assert "tkg_ms_p50 =" in r.stdout and "exceeds max 1e-06, baseline 3.09" in r.stdout
+    assert "FAILED tests/perf/test_latency.py::test_e2e[carbon-tiny-smoke]" in r.stdout  # it reports tkg_ms_p50 too
+    assert "2 failed, 1 passed" in r.stdout  # test_cte has no tkg figure: it passes
+
+def test_benchmark_json_carries_figures_and_manifest(gated_run):
+    _, data = gated_run
+    manifest = data["machine_info"]["carbon_harness"]
+    assert manifest["versions"]["torch"] and manifest["hardware"]["name"] == "cpu"
+    assert manifest["hardware"]["memory_bandwidth_gbps"] > 0
+    by_name = {b["name"]: b["extra_info"] for b in data["benchmarks"]}
+    e2e = by_name["test_e2e[carbon-tiny-smoke]"]
+    for key in ("model", "shape", "backend", "hardware", "batch_size", "prompt_tokens", "new_tokens", "cte_ms_p50",
+                "cte_ms_p99", "tkg_ms_p50", "tkg_ms_p99", "e2e_ms_p50", "tokens_per_s", "bp_per_s", "kbp_per_s",
+                "valid_dna_fraction", "tkg_roofline_fraction"):
+        assert key in e2e, key
+    assert (e2e["model"], e2e["shape"], e2e["new_tokens"], e2e["batch_size"]) == ("carbon-tiny", "smoke", 128, 1)
+    assert by_name["test_cte[carbon-tiny-smoke]"]["gate"] == "no threshold"
