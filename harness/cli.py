@@ -39,6 +39,21 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_golden(args: argparse.Namespace) -> int:
+    from harness.backends.hf import HFEngine
+    from harness.checkpoint import cached_checkpoint
+    from harness.golden import GOLDEN_TOKENS, write_golden
+    from harness.spec import RunShape
+    from harness.tokenizer import CarbonTokenizer
+
+    checkpoint = cached_checkpoint(args.model, args.cache_dir.expanduser(), seed=args.seed)
+    shape = RunShape("golden", batch_size=1, max_context_length=256, seq_len=256 + GOLDEN_TOKENS,
+                     max_new_tokens=GOLDEN_TOKENS)
+    engine = HFEngine(checkpoint, shape, args.model, device="cpu", dtype="fp32")
+    print(write_golden(engine, CarbonTokenizer.from_checkpoint(checkpoint), args.out))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="carbon-harness", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -50,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config-only", action="store_true", help="write everything but the weights")
     p.add_argument("--force", action="store_true", help="replace a non-empty --out")
     p.set_defaults(func=cmd_checkpoint)
+
+    p = sub.add_parser("golden", help="regenerate golden outputs (fp32 CPU greedy tokens of the DNA suite)")
+    p.add_argument("--model", default="carbon-tiny", type=parse_model)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--seed", type=parse_nonneg_int, default=0)
+    p.add_argument("--cache-dir", type=Path, default=Path("~/.cache/carbon-harness"))
+    p.set_defaults(func=cmd_golden)
     return parser
 
 

@@ -9,7 +9,7 @@ and FNS work.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,9 @@ import torch
 from harness.measure import Summary, throughput
 from harness.spec import RunShape
 from harness.tokenizer import PAD_TOKEN_ID, CarbonTokenizer
+
+
+Selector = Callable[[torch.Tensor], torch.Tensor]  # logits [B, V] -> next token ids [B]
 
 
 class BackendError(RuntimeError):
@@ -118,8 +121,9 @@ class Engine(abc.ABC):
         """Token generation: one greedy step on the cache, returning the next token [B]."""
 
     @abc.abstractmethod
-    def generate(self, batch: Batch, max_new_tokens: int) -> GenerationResult:
-        """Exactly ``max_new_tokens`` greedy tokens per row, EOS disabled, with CTE/TKG/E2E timings."""
+    def generate(self, batch: Batch, max_new_tokens: int, select: Selector | None = None) -> GenerationResult:
+        """Exactly ``max_new_tokens`` tokens per row, EOS disabled, with CTE/TKG/E2E timings: greedy,
+        or chosen by ``select`` from each step's logits where the backend exposes them."""
 
     @abc.abstractmethod
     def logits(self, batch: Batch) -> torch.Tensor:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from harness.backends.base import BackendError, Batch, Engine, EngineInfo, GenerationResult
+from harness.backends.base import BackendError, Batch, Engine, EngineInfo, GenerationResult, Selector
 from harness.measure import Timer
 from harness.spec import RunShape
 
@@ -84,6 +84,7 @@ class HFEngine(Engine):
     @torch.inference_mode()
     def _forward_last(self, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
                       rows_last: torch.Tensor) -> torch.Tensor:
+        """Logits [B, V] of one position per row (only those go through the lm head)."""
         from transformers import DynamicCache
 
         if self._cache is None:
@@ -92,45 +93,60 @@ class HFEngine(Engine):
                                past_key_values=self._cache, use_cache=True)
         self._cache = out.past_key_values
         hidden = out.last_hidden_state[torch.arange(input_ids.shape[0], device=self.device), rows_last]
-        return self.model.lm_head(hidden).argmax(dim=-1)
+        return self.model.lm_head(hidden)
 
     # -- the protocol -----------------------------------------------------------------------
-    def prefill(self, batch: Batch) -> torch.Tensor:
+    def prefill_logits(self, batch: Batch) -> torch.Tensor:
+        """Context encoding; returns the logits [B, V] of each prompt's last real position."""
         self.check_batch(batch)
         self.reset()
         ids = batch.input_ids.to(self.device)
         mask = batch.attention_mask.to(self.device)
         lengths = mask.sum(dim=1)
         positions = torch.arange(ids.shape[1], device=self.device).expand_as(ids)
-        self._next = self._forward_last(ids, mask, positions, lengths - 1)
+        logits = self._forward_last(ids, mask, positions, lengths - 1)
         self._mask, self._lengths, self._width = mask, lengths, ids.shape[1]
+        return logits
+
+    def decode_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """One decode step feeding ``tokens`` [B]; returns the next logits [B, V]."""
+        if self._mask is None:
+            raise RuntimeError("decode_step() before prefill(): nothing to decode from")
+        if self.steps_left <= 0:
+            raise RuntimeError(f"the KV cache is full at seq_len={self.shape.seq_len}; reset() and prefill again")
+        bsz = tokens.shape[0]
+        self._mask = torch.cat([self._mask, torch.ones(bsz, 1, dtype=self._mask.dtype, device=self.device)], dim=1)
+        positions = (self._lengths + self._steps).unsqueeze(1)
+        last = torch.zeros(bsz, dtype=torch.long, device=self.device)
+        logits = self._forward_last(tokens.to(self.device).unsqueeze(1), self._mask, positions, last)
+        self._steps += 1
+        return logits
+
+    def prefill(self, batch: Batch) -> torch.Tensor:
+        self._next = self.prefill_logits(batch).argmax(dim=-1)
         return self._next
 
     def decode_step(self) -> torch.Tensor:
         if self._next is None:
             raise RuntimeError("decode_step() before prefill(): nothing to decode from")
-        if self.steps_left <= 0:
-            raise RuntimeError(f"the KV cache is full at seq_len={self.shape.seq_len}; reset() and prefill again")
-        bsz = self._next.shape[0]
-        self._mask = torch.cat([self._mask, torch.ones(bsz, 1, dtype=self._mask.dtype, device=self.device)], dim=1)
-        positions = (self._lengths + self._steps).unsqueeze(1)
-        last = torch.zeros(bsz, dtype=torch.long, device=self.device)
-        self._next = self._forward_last(self._next.unsqueeze(1), self._mask, positions, last)
-        self._steps += 1
+        self._next = self.decode_logits(self._next).argmax(dim=-1)
         return self._next
 
-    def generate(self, batch: Batch, max_new_tokens: int) -> GenerationResult:
+    def generate(self, batch: Batch, max_new_tokens: int, select: Selector | None = None) -> GenerationResult:
+        """Greedy by default; ``select`` maps logits [B, V] to the next ids [B] (FNS decoding)."""
         self.check_batch(batch, max_new_tokens)
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
+        choose = select or (lambda logits: logits.argmax(dim=-1))
         tokens, tkg = [], []
         with self._timer() as total:
             with self._timer() as cte:
-                tokens.append(self.prefill(batch))
+                tokens.append(choose(self.prefill_logits(batch)))
             for _ in range(max_new_tokens - 1):
                 with self._timer() as step:
-                    tokens.append(self.decode_step())
+                    tokens.append(choose(self.decode_logits(tokens[-1])))
                 tkg.append(step.ms)
+        self._next = tokens[-1]
         return GenerationResult(torch.stack(tokens, dim=1).cpu(), cte.ms, tkg, total.ms)
 
     @torch.inference_mode()

@@ -1,0 +1,84 @@
+"""Accuracy contracts: bf16 matches the fp32 reference within NxD's logit tolerances, a
+perturbed weight is caught, and fp32 greedy tokens match the golden outputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from harness.accuracy import check_accuracy, compare_logits
+from harness.backends.base import Batch
+from harness.backends.hf import HFEngine
+from harness.dna import prompt_suite
+from harness.golden import GOLDEN_TOKENS, REGENERATE, compare_golden
+from harness.hardware import FIXTURES_DIR
+from harness.spec import RunShape
+
+pytestmark = pytest.mark.compat
+
+SHAPE = RunShape("accuracy-bs7", batch_size=7, max_context_length=256, seq_len=256 + GOLDEN_TOKENS,
+                 max_new_tokens=GOLDEN_TOKENS)
+GOLDEN = FIXTURES_DIR / "golden" / "carbon-tiny-seed0.json"
+
+
+@pytest.fixture(scope="module")
+def reference(carbon_tiny_checkpoint):
+    engine = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="fp32")
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def suite_batch(carbon_tokenizer):
+    return Batch.from_prompts(carbon_tokenizer, [c.prompt for c in prompt_suite(180)])
+
+
+def test_bf16_matches_fp32_reference(reference, carbon_tiny_checkpoint, suite_batch):
+    candidate = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="bf16")
+    report = check_accuracy(reference, candidate, suite_batch, GOLDEN_TOKENS)
+    assert report.passed, report.summary()
+    assert report.positions == 7 * GOLDEN_TOKENS
+    assert report.top1_agreement > 0.9 and report.max_abs_error > 0  # bf16 really differs, within tolerance
+
+
+def test_a_perturbed_weight_fails(reference, carbon_tiny_checkpoint, suite_batch):
+    candidate = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="fp32")
+    with torch.no_grad():
+        candidate.model.model.layers[1].mlp.down_proj.weight[5, 7] += 1.0
+    report = check_accuracy(reference, candidate, suite_batch, GOLDEN_TOKENS)
+    assert not report.passed
+    assert any("error" in f for f in report.failures) and "FAILED" in report.summary()
+
+
+def test_identical_engines_agree_exactly(reference, suite_batch):
+    report = check_accuracy(reference, reference, suite_batch, 8)
+    assert report.passed and report.top1_agreement == 1.0 and report.first_divergence is None
+
+
+def test_near_tie_divergence_is_acceptable_and_a_real_one_is_not():
+    expected = torch.tensor([[5.0, 4.9995, 0.0, -1.0, -2.0, -3.0]])
+    tie = torch.tensor([[4.9995, 5.0, 0.0, -1.0, -2.0, -3.0]])  # argmax flips on a 5e-4 gap
+    assert compare_logits(expected, tie, tol_map={}).passed
+    wrong = torch.tensor([[4.0, 5.0, 0.0, -1.0, -2.0, -3.0]])
+    report = compare_logits(expected, wrong, tol_map={})
+    assert not report.passed and "diverged" in report.failures[0] and report.first_divergence == 0
+
+
+def test_constant_shift_is_ignored():
+    expected = torch.randn(4, 1000, generator=torch.Generator().manual_seed(0))
+    assert compare_logits(expected, expected + 3.0).passed
+
+
+def test_golden_outputs(reference, carbon_tokenizer):
+    golden = json.loads(GOLDEN.read_text())
+    assert golden["num_tokens"] == GOLDEN_TOKENS and golden["dtype"] == "fp32"
+    actual = {}
+    for case in prompt_suite(golden["prompt_bp"]):
+        actual[case.name] = reference.generate(Batch.from_prompts(carbon_tokenizer, [case.prompt]),
+                                               GOLDEN_TOKENS).tokens[0].tolist()
+    problems = compare_golden(golden, actual)
+    assert not problems, ("greedy tokens differ from the golden outputs: " + "; ".join(problems)
+                          + ". If the change is deliberate, regenerate: "
+                          + REGENERATE.format(model="carbon-tiny", path=GOLDEN.relative_to(FIXTURES_DIR.parent)))
