@@ -7,10 +7,12 @@ Each sub-command parses its options with small ``parse_*`` functions passed as a
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.options import parse_nonneg_int, parse_positive_float, parse_positive_int
 from harness.spec import MODELS, SpecError, get_model
 
 
@@ -19,16 +21,6 @@ def parse_model(value: str) -> str:
         return get_model(value).name
     except SpecError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def parse_nonneg_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be >= 0")
-    return n
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
@@ -54,6 +46,106 @@ def cmd_golden(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_shape(value: str) -> str:
+    from harness.spec import get_shape
+
+    try:
+        return get_shape(value).name
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parse_hardware(value: str) -> str:
+    from harness.hardware import HardwareError, get_profile
+
+    try:
+        return get_profile(value).name
+    except HardwareError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parse_tolerance(value: str) -> float:
+    from harness.report import parse_percent
+
+    try:
+        return parse_percent(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def emit(data: dict, as_json: bool, text: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if as_json else text)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from harness.hardware import get_profile
+    from harness.plan import make_plan
+    from harness.spec import get_shape
+
+    plan = make_plan(get_model(args.model), get_shape(args.shape), get_profile(args.hardware), tp_degree=args.tp,
+                     dtype=args.dtype)
+    gib = 2**30
+    s = plan.sharding
+    lines = [
+        f"{plan.model} / {plan.shape} on {plan.hardware}, tp={plan.tp_degree}, {plan.dtype}",
+        f"  attention sharding: {s.strategy}{' (fallback: NxDI logs Overriding attention sharding strategy)' if s.fallback else ''}",
+        f"  heads {s.source_heads} -> {s.num_heads}, KV heads {s.source_kv_heads} -> {s.num_kv_heads}",
+        f"  per rank: weights {plan.weight_bytes_per_rank / gib:.3f} GiB, KV cache {plan.kv_bytes_per_rank / gib:.3f} GiB "
+        f"({plan.kv_bytes_model_heads_per_rank / gib:.3f} GiB with the model's own KV heads)",
+    ]
+    if plan.hbm_bytes_per_rank is not None:
+        lines.append(f"  HBM per rank {plan.hbm_bytes_per_rank / gib:.2f} GiB: {'fits' if plan.fits else 'DOES NOT FIT'}")
+    if plan.cte_floor_ms is not None:
+        lines.append(f"  roofline floors: CTE >= {plan.cte_floor_ms:.3f} ms (compute), TKG >= {plan.tkg_floor_ms:.3f} ms (memory)")
+    emit(plan.to_dict(), args.json, "\n".join(lines))
+    if plan.fits is False:
+        print(plan.unfit_message(), file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    from harness.cost import cost
+    from harness.hardware import get_profile
+
+    profile = get_profile(args.hardware)
+    price = args.price_per_hour or profile.price_per_hour
+    if price is None:
+        raise ValueError(f"hardware profile {profile.name!r} has no price_per_hour; pass --price-per-hour")
+    c = cost(args.bp_per_s, price)
+    text = (f"{profile.name} at ${price}/h, {args.bp_per_s:,.0f} bp/s: {c.bp_per_hour / 1e6:,.1f} Mbp/h, "
+            f"${c.usd_per_gbp:,.2f} per Gbp, {c.mbp_per_usd:,.2f} Mbp per $")
+    emit({"hardware": profile.name, **c.to_dict()}, args.json, text)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report import load_results, markdown, plot
+    from harness.storage import atomic_write_text
+
+    results, _ = load_results(args.results)
+    table = markdown(results)
+    print(table, end="")
+    if args.markdown:
+        atomic_write_text(args.markdown, table)
+    if args.plot:
+        plot(results, args.plot)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.report import compare, load_results
+
+    base, _ = load_results(args.base)
+    new, _ = load_results(args.new)
+    result = compare(base, new, args.max_regression)
+    print(result.render())
+    for d in result.regressions:
+        print(f"REGRESSION {d.benchmark} {d.metric}: {d.base:.4g} -> {d.new:.4g} ({100 * d.change:+.1f}%)",
+              file=sys.stderr)
+    return 1 if result.regressions else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="carbon-harness", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -72,6 +164,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=parse_nonneg_int, default=0)
     p.add_argument("--cache-dir", type=Path, default=Path("~/.cache/carbon-harness"))
     p.set_defaults(func=cmd_golden)
+
+    p = sub.add_parser("plan", help="GQA sharding, per-rank HBM and roofline floors, before any compile")
+    p.add_argument("--model", required=True, type=parse_model)
+    p.add_argument("--shape", required=True, type=parse_shape)
+    p.add_argument("--hardware", default="trn2.3xlarge", type=parse_hardware)
+    p.add_argument("--tp", type=parse_positive_int, default=None, help="tensor-parallel degree (default: the shape's)")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("cost", help="$ per Gbp and Mbp per $ of a bp/s throughput on a hardware profile")
+    p.add_argument("--hardware", required=True, type=parse_hardware)
+    p.add_argument("--bp-per-s", required=True, type=parse_positive_float)
+    p.add_argument("--price-per-hour", type=parse_positive_float, help="override the profile's price")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_cost)
+
+    p = sub.add_parser("report", help="the reference tables from pytest-benchmark JSON")
+    p.add_argument("results", type=Path)
+    p.add_argument("--markdown", type=Path, help="also write the table to this file")
+    p.add_argument("--plot", type=Path, help="throughput bar chart (PNG; needs the [plot] extra)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="release gate: exit 1 on any regression beyond --max-regression")
+    p.add_argument("base", type=Path)
+    p.add_argument("new", type=Path)
+    p.add_argument("--max-regression", type=parse_tolerance, default=0.05, help="e.g. 5%% (default) or 0.05")
+    p.set_defaults(func=cmd_compare)
     return parser
 
 

@@ -6,32 +6,18 @@ parsed by ``parse_*`` functions so a bad value stops the session at start with o
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
 import pytest
 
 from harness.backends.base import BackendError
+from harness.options import parse_nonneg_int, parse_positive_int
 from harness.session import Session, make_config, run_manifest
 
 REMOTE_TOKENIZER_ENV = "CARBON_REMOTE_TOKENIZER"
 CACHE_DIR_ENV = "CARBON_HARNESS_CACHE"
 SESSION_KEY = pytest.StashKey[Session]()
-
-
-def parse_positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
-    return n
-
-
-def parse_nonneg_int(value: str) -> int:
-    return 0 if value == "0" else parse_positive_int(value)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

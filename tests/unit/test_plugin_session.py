@@ -4,20 +4,12 @@ thresholds gate, and the benchmark JSON carries the figures and the run manifest
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run_pytest(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--carbon-cache-dir", str(cache_dir), *args]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+from tests.unit.conftest import run_pytest
 
 
 @pytest.mark.parametrize("args,message", [
@@ -44,21 +36,8 @@ def test_malformed_thresholds_file_names_file_entry_and_field(tmp_path):
     assert f"{bad}: entry 1: field 'metric' has unknown metric 'tkg_ms_p05' (did you mean 'tkg_ms_p50'?)" in r.stderr
 
 
-@pytest.fixture(scope="module")
-def gated_run(tmp_path_factory, carbon_cache_dir):
-    """The smoke shape with an impossible tkg_ms_p50 bound, recorded to benchmark JSON."""
-    tmp = tmp_path_factory.mktemp("gated")
-    thresholds = tmp / "impossible.json"
-    thresholds.write_text(json.dumps({"schema": 1, "thresholds": [
-        {"hardware": "*", "model": "*", "shape": "*", "metric": "tkg_ms_p50", "max": 1e-6, "baseline": 3.09}]}))
-    out = tmp / "out.json"
-    r = run_pytest("-m", "perf", "tests/perf/test_latency.py", "--carbon-shape", "smoke", "--carbon-runs", "2",
-                   "--carbon-thresholds", str(thresholds), "--benchmark-json", str(out), cache_dir=carbon_cache_dir)
-    return r, json.loads(out.read_text())
-
-
 def test_impossible_threshold_fails_naming_the_metric(gated_run):
-    r, _ = gated_run
+    r, _, _ = gated_run
     assert r.returncode == 1
     assert "FAILED tests/perf/test_latency.py::test_tkg[carbon-tiny-smoke]" in r.stdout
     assert "tkg_ms_p50 =" in r.stdout and "exceeds max 1e-06, baseline 3.09" in r.stdout
@@ -66,7 +45,7 @@ def test_impossible_threshold_fails_naming_the_metric(gated_run):
     assert "2 failed, 1 passed" in r.stdout  # test_cte has no tkg figure: it passes
 
 def test_benchmark_json_carries_figures_and_manifest(gated_run):
-    _, data = gated_run
+    _, data, _ = gated_run
     manifest = data["machine_info"]["carbon_harness"]
     assert manifest["versions"]["torch"] and manifest["hardware"]["name"] == "cpu"
     assert manifest["hardware"]["memory_bandwidth_gbps"] > 0

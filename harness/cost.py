@@ -1,0 +1,29 @@
+"""The cost lens: what a measured base-pair throughput costs at an instance's hourly price."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Cost:
+    bp_per_s: float
+    price_per_hour: float
+    bp_per_hour: float
+    usd_per_gbp: float
+    mbp_per_usd: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def cost(bp_per_s: float, price_per_hour: float) -> Cost:
+    """$ per giga-base-pair and mega-base-pairs per $ at full utilisation (no orchestration,
+    storage or idle time: the same caveat as the reference report)."""
+    if bp_per_s <= 0:
+        raise ValueError(f"bp_per_s={bp_per_s} must be positive")
+    if price_per_hour <= 0:
+        raise ValueError(f"price_per_hour={price_per_hour} must be positive")
+    bp_per_hour = bp_per_s * 3600.0
+    return Cost(bp_per_s, price_per_hour, bp_per_hour, price_per_hour / bp_per_hour * 1e9,
+                bp_per_hour / price_per_hour / 1e6)

@@ -1,0 +1,30 @@
+"""A real perf run, shared by the plugin, report and compare tests: the smoke shape on the
+embedded default with an impossible tkg_ms_p50 bound, written to pytest-benchmark JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_pytest(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--carbon-cache-dir", str(cache_dir), *args]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def gated_run(tmp_path_factory, carbon_cache_dir):
+    tmp = tmp_path_factory.mktemp("gated")
+    thresholds = tmp / "impossible.json"
+    thresholds.write_text(json.dumps({"schema": 1, "thresholds": [
+        {"hardware": "*", "model": "*", "shape": "*", "metric": "tkg_ms_p50", "max": 1e-6, "baseline": 3.09}]}))
+    out = tmp / "out.json"
+    r = run_pytest("-m", "perf", "tests/perf/test_latency.py", "--carbon-shape", "smoke", "--carbon-runs", "2",
+                   "--carbon-thresholds", str(thresholds), "--benchmark-json", str(out), cache_dir=carbon_cache_dir)
+    return r, json.loads(out.read_text()), out
