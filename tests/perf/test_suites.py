@@ -11,6 +11,7 @@ import pytest
 from harness.backends.base import Batch
 from harness.dna import SUITE_CASES, batch_suite, prompt_suite
 from harness.figures import generation_figures
+from harness.fns import fns_select
 from harness.fixtures import engine_context, model_spec
 
 pytestmark = pytest.mark.perf
@@ -19,18 +20,21 @@ DNA_SUITE_SHAPE = "dna-suite-bs1"
 BATCH_SUITE_SHAPE = "a100-style-bs16"
 
 
-def measure_generation(benchmark, session, engine, batch, tokenizer, gate):
-    """Time repeated greedy generations of one batch and gate the resulting figures."""
+def measure_generation(benchmark, session, engine, batch, tokenizer, gate, select=None, decoding="direct"):
+    """Time repeated generations of one batch and gate the resulting figures."""
     shape = engine.shape
     results = []
-    benchmark.pedantic(lambda: results.append(engine.generate(batch, shape.max_new_tokens)), setup=engine.reset,
+    benchmark.extra_info["decoding"] = decoding
+    benchmark.pedantic(lambda: results.append(engine.generate(batch, shape.max_new_tokens, select=select)),
+                       setup=engine.reset,
                        rounds=session.config.runs, warmup_rounds=session.config.warmup)
     timed = results[session.config.warmup:session.config.warmup + session.config.runs]
     assert all(r.tokens.shape == (batch.size, shape.max_new_tokens) for r in timed)
     figures = generation_figures(timed, tokenizer, model_spec(engine.info.model), engine.info.dtype,
                                  session.hardware.memory_bandwidth_gbps, batch.max_prompt_tokens)
     assert 0.0 <= figures["valid_dna_fraction"] <= 1.0 and figures["tokens_per_s"] > 0
-    gate(benchmark, model=engine.info.model, shape=shape.name, figures=figures,
+    gate(benchmark, model=engine.info.model, shape=shape.name if decoding == "direct" else f"{shape.name}-{decoding}",
+         figures=figures,
          context=engine_context(engine, session.hardware.name, batch, shape.max_new_tokens))
     return figures
 
@@ -53,3 +57,20 @@ def test_batch_suite(benchmark, carbon_session, carbon_engine_for, carbon_model_
     batch = Batch.from_prompts(carbon_model_tokenizer, prompts)
     assert (batch.size, batch.max_prompt_tokens) == (16, 171)  # 16 x (<dna> + 1020 bp)
     measure_generation(benchmark, carbon_session, engine, batch, carbon_model_tokenizer, carbon_gate)
+
+
+def test_e2e_fns(benchmark, carbon_session, carbon_engine_for, carbon_model_tokenizer, carbon_gate):
+    """bp-level (FNS) greedy decoding of the batch suite: each 6-mer assembled from the per-position
+    argmax base. Grouped with test_batch_suite so its bp_per_s sits next to direct 6-mer decoding
+    (A100 reference: Carbon-3B 18.9 kbp/s direct, 12.3 kbp/s FNS)."""
+    engine = carbon_engine_for(BATCH_SUITE_SHAPE)
+    benchmark.group = f"batch-suite-{engine.info.model}"
+    prompts = [c.prompt for c in batch_suite(engine.shape.prompt_bp, engine.shape.batch_size)]
+    batch = Batch.from_prompts(carbon_model_tokenizer, prompts)
+    try:
+        figures = measure_generation(benchmark, carbon_session, engine, batch, carbon_model_tokenizer, carbon_gate,
+                                     select=fns_select, decoding="fns")
+    except NotImplementedError as exc:
+        pytest.skip(f"{engine.info.backend} cannot run FNS decoding: {exc}")
+    assert figures["valid_dna_fraction"] == 1.0  # every FNS token is a 6-mer
+    assert figures["generated_bp"] == 6 * batch.size * engine.shape.max_new_tokens
