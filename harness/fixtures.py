@@ -115,3 +115,16 @@ def carbon_gate(carbon_session: Session) -> Callable[..., None]:
             pytest.fail(f"{model}/{shape} on {hardware}: " + "; ".join(failed), pytrace=False)
 
     return gate
+
+
+@pytest.fixture(scope="session")
+def carbon_neuron_session(carbon_session: Session) -> Session:
+    """The session, when it runs the neuron backend; neuron-only tests skip otherwise, saying what
+    is missing."""
+    if carbon_session.config.backend != "neuron":
+        from harness.backends.neuron import neuron_unavailable_reason
+
+        reason = neuron_unavailable_reason() or "this host could run it"
+        pytest.skip(f"needs --carbon-backend neuron on a Trainium2 host with --carbon-model-root DIR of real "
+                    f"checkpoints ({reason})")
+    return carbon_session

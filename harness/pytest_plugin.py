@@ -40,6 +40,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="hardware profile from fixtures/hardware (default: detected: trn2.*, h100-sxm, h200 or cpu)")
     group.addoption("--carbon-runs", type=parse_positive_int, default=5, help="timed rounds per benchmark")
     group.addoption("--carbon-warmup", type=parse_nonneg_int, default=1, help="untimed warm-up rounds per benchmark")
+    group.addoption("--carbon-variant", action="append", dest="carbon_variants", metavar="NAME",
+                    help="neuron backend, repeatable: fused-qkv, kv-cache-fp8, topk-kernel, nki-cte-mlp "
+                         "(the reference optimisation pass)")
+    group.addoption("--carbon-cores-per-worker", type=parse_positive_int, metavar="N",
+                    help="with pytest-xdist on a multi-chip host: each worker gets its own N NeuronCores "
+                         "(NEURON_RT_VISIBLE_CORES)")
     group.addoption("--carbon-remote-tokenizer", metavar="CHECKPOINT", default=os.environ.get(REMOTE_TOKENIZER_ENV),
                     help=f"a real Carbon checkpoint whose published tokenizer (trust_remote_code) is compared with the "
                          f"builtin one (env: {REMOTE_TOKENIZER_ENV}); needs network or a warm HF cache for Qwen3")
@@ -58,12 +64,14 @@ def pytest_configure(config: pytest.Config) -> None:
         "device": config.getoption("carbon_device"), "dtype": config.getoption("carbon_dtype"),
         "cache_dir": config.getoption("carbon_cache_dir"), "thresholds": config.getoption("carbon_thresholds"),
         "hardware": config.getoption("carbon_hardware"), "runs": config.getoption("carbon_runs"),
-        "warmup": config.getoption("carbon_warmup"),
+        "warmup": config.getoption("carbon_warmup"), "variants": config.getoption("carbon_variants"),
+        "cores_per_worker": config.getoption("carbon_cores_per_worker"),
     }
     try:
         harness_config = make_config(options, Path(str(config.rootpath)))
-        from harness.session import check_backend_available
+        from harness.session import assign_worker_cores, check_backend_available
 
+        assign_worker_cores(harness_config, os.environ.get("PYTEST_XDIST_WORKER", "master"))
         check_backend_available(harness_config.backend)
     except (ValueError, OSError, BackendError) as exc:
         raise pytest.UsageError(f"carbon-harness: {exc}") from None

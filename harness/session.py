@@ -77,12 +77,30 @@ class HarnessConfig:
     runs: int = 5
     warmup: int = 1
     model_root: Path | None = None
+    variants: tuple[str, ...] = ()
+    cores_per_worker: int | None = None
 
 
 def parse_backend(value: str) -> str:
     if value not in BACKENDS:
         raise ValueError(f"--carbon-backend {value!r}; known backends: {', '.join(BACKENDS)}")
     return value
+
+
+def assign_worker_cores(config: HarnessConfig, worker_id: str) -> str | None:
+    """On a multi-chip host each pytest-xdist worker takes a disjoint NeuronCore range, set in
+    NEURON_RT_VISIBLE_CORES before the runtime starts; returns the range (None if not asked)."""
+    if not config.cores_per_worker:
+        return None
+    from harness.backends.neuron import visible_cores
+
+    total = get_profile(config.hardware_name).logical_cores
+    if not total:
+        raise ValueError(f"--carbon-cores-per-worker needs a hardware profile with logical_cores; "
+                         f"{config.hardware_name!r} has none (pass --carbon-hardware trn2.48xlarge)")
+    cores = visible_cores(worker_id, config.cores_per_worker, total)
+    os.environ["NEURON_RT_VISIBLE_CORES"] = cores
+    return cores
 
 
 def check_backend_available(backend: str) -> None:
@@ -132,7 +150,8 @@ class Session:
             self.progress(f"loading {ref.label} ({self.config.backend}, shape {shape.name}) from {path}")
             start = time.perf_counter()
             engine = make_engine(self.config.backend, path, shape, ref.label, device=self.config.device,
-                                 dtype=self.config.dtype, cache_dir=self.config.cache_dir)
+                                 dtype=self.config.dtype, cache_dir=self.config.cache_dir,
+                                 variants=self.config.variants)
             self.load_log.append({"model": ref.label, "shape": shape.name, "load_s": engine.info.load_s,
                                   "compile_s": engine.info.compile_s, "total_s": time.perf_counter() - start})
             self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s")
@@ -187,6 +206,8 @@ def run_manifest(session: Session) -> dict[str, Any]:
         "runs": cfg.runs,
         "warmup": cfg.warmup,
         "threshold_files": cfg.threshold_files,
+        "variants": list(cfg.variants),
+        "neuron_rt_visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
         "engines": session.load_log,
         "argv": sys.argv,
     }
@@ -211,8 +232,15 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
     hardware = options.get("hardware") or detect_profile_name()
     get_profile(hardware)  # unknown names fail here, with the known ones listed
     runs, warmup = int(options.get("runs", 5)), int(options.get("warmup", 1))
+    variants = tuple(options.get("variants") or ())
+    if variants:
+        from harness.backends.neuron import VARIANTS
+
+        unknown = [v for v in variants if v not in VARIANTS]
+        if unknown:
+            raise ValueError(f"--carbon-variant {unknown[0]!r}; known variants: {', '.join(VARIANTS)}")
     return HarnessConfig(backend=backend, models=models, shapes=shapes, device=options.get("device", "auto"),
                          dtype=options.get("dtype", "auto"),
                          cache_dir=Path(options["cache_dir"]).expanduser(), thresholds=load_thresholds(files),
                          threshold_files=[str(f) for f in files], hardware_name=hardware, runs=runs, warmup=warmup,
-                         model_root=model_root)
+                         model_root=model_root, variants=variants, cores_per_worker=options.get("cores_per_worker"))

@@ -15,13 +15,15 @@ BACKENDS = ("hf", "neuron")
 
 
 def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",
-                dtype: str = "auto", cache_dir: Path | None = None) -> Engine:
+                dtype: str = "auto", cache_dir: Path | None = None, variants: tuple[str, ...] = ()) -> Engine:
     if backend == "hf":
         from harness.backends.hf import HFEngine
 
+        if variants:
+            raise BackendError(f"variants {list(variants)} are NxDI compile options: use them with --carbon-backend neuron")
         return HFEngine(checkpoint, shape, model_name, device=device, dtype=dtype)
     if backend == "neuron":
         from harness.backends.neuron import NeuronEngine
 
-        return NeuronEngine(checkpoint, shape, model_name, cache_dir=cache_dir)
+        return NeuronEngine(checkpoint, shape, model_name, cache_dir=cache_dir, variants=variants)
     raise BackendError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")

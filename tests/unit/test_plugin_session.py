@@ -18,6 +18,10 @@ from tests.unit.conftest import run_pytest
     (["--carbon-hardware", "tpu"], "unknown hardware profile 'tpu'; known profiles:"),
     (["--carbon-backend", "vllm"], "--carbon-backend 'vllm'; known backends: hf, neuron"),
     (["--carbon-runs", "0"], "'0' must be at least 1"),
+    (["--carbon-backend", "neuron"], "--carbon-backend neuron cannot run here: torch_neuronx is not importable"),
+    (["--carbon-variant", "fp4"], "--carbon-variant 'fp4'; known variants: fused-qkv"),
+    (["--carbon-cores-per-worker", "16", "--carbon-hardware", "trn2.3xlarge"],
+     "needs cores 0-15 but the host has 4 logical cores"),
 ])
 def test_bad_options_stop_the_session_with_one_message(tmp_path, args, message):
     r = run_pytest("-m", "perf", "--co", *args, cache_dir=tmp_path)

@@ -1,0 +1,21 @@
+"""Compile and load time of the neuron backend, gated against the reference table
+(trn2.3xlarge report-bs1: 500M 69.73 s / 7.74 s, 3B 96.54 / 9.27, 8B 144.33 / 10.25)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.perf, pytest.mark.neuron]
+
+
+def test_compile_and_load(benchmark, carbon_neuron_session, carbon_model, carbon_shape, carbon_gate):
+    engine = carbon_neuron_session.engine(carbon_model, carbon_shape)
+    info = engine.info
+    benchmark.group = f"compile-{carbon_shape.name}"
+    benchmark.pedantic(lambda: None, rounds=1)  # the figures come from the session's one compile and load
+    figures = {"load_s": info.load_s}
+    if info.compile_s is not None:  # None: loaded from the artifact cache, nothing was compiled
+        figures["compile_s"] = info.compile_s
+    assert all(v > 0 for v in figures.values())
+    carbon_gate(benchmark, model=info.model, shape=carbon_shape.name, figures=figures,
+                context={"artifact_key": info.extra.get("artifact_key"), "cached": info.compile_s is None})

@@ -1,0 +1,213 @@
+"""The NxDI backend's pure logic, on a machine without Neuron: NeuronConfig kwargs, artifact keys,
+cache validation and locking with real files and processes, GQA log parsing, core assignment."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.backends.base import BackendError
+from harness.backends.neuron import (
+    KEY_FILE,
+    VARIANTS,
+    check_sharding,
+    compiled_dir_problem,
+    neuron_artifact_key,
+    neuron_config_kwargs,
+    neuron_unavailable_reason,
+    observed_strategy,
+    parse_sharding_log,
+    visible_cores,
+)
+from harness.plan import CONVERT_TO_MHA, REPLICATE, attention_sharding
+from harness.spec import MODELS, SHAPES
+from harness.storage import build_once
+
+pytestmark = pytest.mark.unit
+
+SAMPLING = {"top_k": 1, "top_p": 1.0, "temperature": 1.0, "do_sample": False}
+
+
+def reference_kwargs(bs, ctx, seq, new):
+    return {"tp_degree": 4, "batch_size": bs, "ctx_batch_size": bs, "max_context_length": ctx, "seq_len": seq,
+            "max_length": seq, "max_new_tokens": new, "torch_dtype": "bfloat16", "logical_nc_config": 2,
+            "enable_bucketing": True, "context_encoding_buckets": [ctx], "token_generation_buckets": [seq],
+            "on_device_sampling_config": SAMPLING, "pad_token_id": 151643, "padding_side": "right",
+            "fused_qkv": False}
+
+
+@pytest.mark.parametrize("shape,expected", [
+    ("report-bs1", reference_kwargs(1, 256, 512, 180)),
+    ("smoke", reference_kwargs(1, 32, 160, 128)),
+    ("a100-style-bs16", reference_kwargs(16, 256, 512, 170)),
+    ("dna-suite-bs1", reference_kwargs(1, 256, 512, 180)),
+])
+@pytest.mark.parametrize("model", ["carbon-500m", "carbon-3b", "carbon-8b"])
+def test_kwargs_are_what_the_reference_runs_compiled(model, shape, expected):
+    assert neuron_config_kwargs(model, shape) == expected
+    assert neuron_config_kwargs(MODELS[model], SHAPES[shape]) == expected
+
+
+def test_variants_of_the_optimisation_pass():
+    kw = neuron_config_kwargs("carbon-3b", "a100-style-bs16", ["fused-qkv", "kv-cache-fp8", "topk-kernel", "nki-cte-mlp"])
+    assert kw["fused_qkv"] and kw["qkv_kernel_enabled"] and kw["kv_cache_quant"]
+    assert kw["attn_kernel_enabled"] and kw["mlp_kernel_enabled"]
+    assert kw["on_device_sampling_config"] == {**SAMPLING, "top_k_kernel_enabled": True}
+    assert neuron_config_kwargs("carbon-3b", "a100-style-bs16")["on_device_sampling_config"] == SAMPLING  # not mutated
+    assert set(VARIANTS) == {"fused-qkv", "kv-cache-fp8", "topk-kernel", "nki-cte-mlp"}
+
+
+def test_unknown_variant_and_names():
+    with pytest.raises(BackendError, match="unknown variant 'fp4'; known variants: fused-qkv"):
+        neuron_config_kwargs("carbon-3b", "smoke", ["fp4"])
+    with pytest.raises(ValueError, match="unknown model 'carbon-1b'"):
+        neuron_config_kwargs("carbon-1b", "smoke")
+
+
+def test_module_imports_without_nxdi():
+    code = ("import sys, harness.backends.neuron as n; "
+            "assert not any(m.startswith(('neuronx', 'torch_neuronx')) for m in sys.modules); print(n.VARIANTS)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_unavailable_reason_names_what_is_missing():
+    reason = neuron_unavailable_reason()
+    assert reason is not None and ("torch_neuronx is not importable" in reason or "/dev/neuron" in reason)
+
+
+VERSIONS = {"neuronx-distributed-inference": "0.9.0", "neuronx-cc": "2.22", "torch-neuronx": "2.9.0"}
+
+
+def key_for(**changes):
+    kw = {**neuron_config_kwargs("carbon-3b", "report-bs1"), **changes.pop("kwargs", {})}
+    return neuron_artifact_key(changes.pop("fp", "f00d"), SHAPES["report-bs1"], kw, {**VERSIONS, **changes})
+
+
+def test_artifact_key_covers_checkpoint_kwargs_and_versions():
+    base = key_for()
+    assert base.digest == key_for().digest
+    assert len({base.digest, key_for(fp="beef").digest, key_for(kwargs={"fused_qkv": True}).digest,
+                key_for(**{"neuronx-cc": "2.23"}).digest}) == 4
+
+
+def fake_compile(tmp: Path, key) -> None:
+    """Stands in for NxDI's compile, which cannot run here: the files it leaves behind."""
+    (tmp / "neuron_config.json").write_text(json.dumps({"neuron_config": key.options["neuron_config"]}))
+    (tmp / "model.pt").write_bytes(b"traced")
+    (tmp / KEY_FILE).write_text(key.canonical())
+
+
+def test_complete_fake_artifact_is_accepted(tmp_path):
+    key = key_for()
+    fake_compile(tmp_path, key)
+    assert compiled_dir_problem(tmp_path, key) is None
+
+
+@pytest.mark.parametrize("damage,problem", [
+    (lambda d: (d / "model.pt").unlink(), "model.pt is missing or empty"),
+    (lambda d: (d / "model.pt").write_bytes(b""), "model.pt is missing or empty"),
+    (lambda d: (d / "neuron_config.json").write_text("{"), "neuron_config.json is not valid JSON"),
+    (lambda d: (d / "neuron_config.json").unlink(), "neuron_config.json is missing"),
+    (lambda d: (d / KEY_FILE).write_text('{"other": 1}'), "names a different artifact key"),
+    (lambda d: ((d / "weights").mkdir(), (d / "weights" / "tp0_sharded_checkpoint.safetensors").write_bytes(b"x")),
+     "lacks the sharded checkpoints of ranks [1, 2, 3]"),
+])
+def test_damaged_artifacts_are_named(tmp_path, damage, problem):
+    key = key_for()
+    fake_compile(tmp_path, key)
+    damage(tmp_path)
+    assert problem in compiled_dir_problem(tmp_path, key)
+
+
+def _worker(dest: str, log: str) -> None:
+    key = key_for()
+
+    def build(tmp: Path) -> None:
+        with open(log, "a") as f:
+            f.write("compile\n")
+        fake_compile(tmp, key)
+
+    def validate(path: Path) -> None:
+        problem = compiled_dir_problem(path, key)
+        if problem:
+            raise ValueError(problem)
+
+    build_once(Path(dest), build, validate)
+
+
+def test_fake_compile_runs_once_across_processes_and_a_corrupt_cache_is_rebuilt(tmp_path):
+    dest, log = tmp_path / "neuron" / key_for().digest, tmp_path / "log"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_worker, args=(str(dest), str(log))) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    assert log.read_text() == "compile\n"
+    (dest / "model.pt").write_bytes(b"")  # a crashed writer, a full disk ...
+    _worker(str(dest), str(log))
+    assert log.read_text() == "compile\ncompile\n" and (dest / "model.pt").read_bytes() == b"traced"
+
+
+# The exact warning of NxDI 0.9 modules/attention/gqa.py determine_sharding_strategy.
+def nxdi_warning(tp: int, kv: int) -> str:
+    return (f"TP degree ({tp}) and KV heads ({kv}) are not divisible. Overriding attention sharding strategy to "
+            "GQA.CONVERT_TO_MHA!")
+
+
+@pytest.mark.parametrize("model", ["carbon-500m", "carbon-3b", "carbon-8b"])
+def test_compile_log_agrees_with_the_plan_at_tp4(model):
+    spec = MODELS[model]
+    planned = attention_sharding(spec.num_attention_heads, spec.num_key_value_heads, 4)
+    log = ["Compiling ...", nxdi_warning(4, spec.num_key_value_heads)] if planned.fallback else ["Compiling ..."]
+    records = parse_sharding_log(log)
+    assert observed_strategy(records) == (CONVERT_TO_MHA if model != "carbon-3b" else REPLICATE)
+    assert check_sharding(planned, records) is None
+
+
+def test_disagreeing_log_is_reported():
+    planned = attention_sharding(32, 4, 4)  # Carbon-3B: no fallback expected
+    message = check_sharding(planned, parse_sharding_log([nxdi_warning(4, 4)]))
+    assert message == ("NxDI sharded attention as convert-to-mha but the plan predicted replicate-to-tp-degree "
+                       "(tp=4, kv heads=4)")
+    assert "tp=8" in check_sharding(attention_sharding(16, 8, 4), parse_sharding_log([nxdi_warning(8, 8)]))
+
+
+@pytest.mark.parametrize("worker,cores", [("master", "0-15"), ("gw0", "0-15"), ("gw1", "16-31"), ("gw3", "48-63")])
+def test_visible_cores_are_disjoint_ranges(worker, cores):
+    assert visible_cores(worker, 16, 64) == cores
+
+
+def test_visible_cores_single_core_and_overflow():
+    assert visible_cores("gw5", 1, 64) == "5"
+    with pytest.raises(ValueError, match="worker gw4 needs cores 64-79 but the host has 64 logical cores: "
+                                         r"with --carbon-cores-per-worker 16 run at most 4 workers \(-n 4\)"):
+        visible_cores("gw4", 16, 64)
+    with pytest.raises(ValueError, match="not an xdist worker id"):
+        visible_cores("worker-1", 4, 64)
+
+
+def test_xdist_workers_get_disjoint_cores(tmp_path):
+    """Real pytest-xdist workers: each sees its own NEURON_RT_VISIBLE_CORES."""
+    pytest.importorskip("xdist", reason="needs pytest-xdist: pip install -e '.[test]'")
+    out = tmp_path / "seen"
+    out.mkdir()
+    (tmp_path / "test_cores.py").write_text(
+        "import os, pytest\n"
+        "@pytest.mark.parametrize('i', range(4))\n"
+        "def test_record(i):\n"
+        f"    open(os.path.join({str(out)!r}, os.environ['PYTEST_XDIST_WORKER']), 'w')"
+        ".write(os.environ['NEURON_RT_VISIBLE_CORES'])\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "-q",
+                        "--carbon-cores-per-worker", "16", "--carbon-hardware", "trn2.48xlarge",
+                        "--rootdir", str(tmp_path), str(tmp_path / "test_cores.py")],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = {f.name: f.read_text() for f in out.iterdir()}
+    assert seen == {"gw0": "0-15", "gw1": "16-31"}
