@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from harness.backends.base import Batch, Engine
-from harness.checkpoint import cached_checkpoint
 from harness.gates import evaluate
 from harness.session import ModelRef, Session
 from harness.spec import DEFAULT_MODEL, MODELS, ModelSpec, RunShape, get_shape
@@ -40,9 +39,9 @@ def carbon_tokenizer() -> CarbonTokenizer:
 
 
 @pytest.fixture(scope="session")
-def carbon_tiny_checkpoint(carbon_cache_dir: Path) -> Path:
-    """The embedded default checkpoint, built into the cache on first use."""
-    return cached_checkpoint(DEFAULT_MODEL, carbon_cache_dir)
+def carbon_tiny_checkpoint(carbon_session: Session) -> Path:
+    """The embedded default checkpoint, built into the cache on first use (progress shown)."""
+    return carbon_session.checkpoint(ModelRef(DEFAULT_MODEL, None, False))
 
 
 @pytest.fixture(scope="session")

@@ -75,7 +75,21 @@ def pytest_configure(config: pytest.Config) -> None:
         check_backend_available(harness_config.backend)
     except (ValueError, OSError, BackendError) as exc:
         raise pytest.UsageError(f"carbon-harness: {exc}") from None
-    config.stash[SESSION_KEY] = Session(harness_config)
+    config.stash[SESSION_KEY] = Session(harness_config, progress=terminal_progress(config))
+
+
+def terminal_progress(config: pytest.Config):
+    """Progress of long work (checkpoint builds, compiles, loads) shown live, past pytest's capture."""
+    def progress(message: str) -> None:
+        capman = config.pluginmanager.getplugin("capturemanager")
+        writer = config.get_terminal_writer()
+        if capman is None:
+            writer.line(f"[carbon-harness] {message}")
+            return
+        with capman.global_and_fixture_disabled():
+            writer.line(f"[carbon-harness] {message}")
+
+    return progress
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
