@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from harness.spec import ModelSpec, get_model
-from harness.storage import StorageError, atomic_dir, build_once, is_complete
+from harness.storage import StorageError, atomic_dir, build_once, is_complete, load_json
 from harness.tokenizer import (
     DNA_SPECIAL_TOKENS,
     DNA_VOCAB_SIZE,
@@ -186,12 +186,7 @@ class CheckpointInfo:
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path} is not valid JSON ({exc})") from exc
+    data = load_json(path, CheckpointError, "checkpoint file")
     if not isinstance(data, dict):
         raise CheckpointError(f"{path} must hold a JSON object, got {type(data).__name__}")
     return data

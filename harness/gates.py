@@ -14,11 +14,12 @@ fails the session at start, naming the file, the entry and the field.
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from harness.storage import load_json
 
 SCHEMA = 1
 # Metric name -> direction: "max" for lower-is-better (times), "min" for higher-is-better.
@@ -123,13 +124,7 @@ def load_thresholds(paths: Iterable[str | Path]) -> list[Threshold]:
         path = Path(path)
         files = sorted(path.glob("*.json")) if path.is_dir() else [path]
         for f in files:
-            try:
-                data = json.loads(f.read_text())
-            except FileNotFoundError:
-                raise ThresholdError(f"{f}: thresholds file does not exist") from None
-            except json.JSONDecodeError as exc:
-                raise ThresholdError(f"{f}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
-            out.extend(parse_thresholds(data, str(f)))
+            out.extend(parse_thresholds(load_json(f, ThresholdError, "thresholds file"), str(f)))
     return out
 
 

@@ -6,24 +6,22 @@ from __future__ import annotations
 import argparse
 
 
-def parse_positive_int(value: str) -> int:
+def _parse_int(value: str, minimum: int, requirement: str) -> int:
     try:
         n = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
+    if n < minimum:
+        raise argparse.ArgumentTypeError(f"{value!r} must be {requirement}")
     return n
+
+
+def parse_positive_int(value: str) -> int:
+    return _parse_int(value, 1, "at least 1")
 
 
 def parse_nonneg_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be >= 0")
-    return n
+    return _parse_int(value, 0, ">= 0")
 
 
 def parse_positive_float(value: str) -> float:

@@ -3,7 +3,6 @@ of two runs (the release gate)."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 from harness.cost import cost
 from harness.gates import METRICS
+from harness.storage import load_json
 
 TABLE_COLUMNS = [("model", "model"), ("shape", "shape"), ("cte_ms_p50", "CTE p50 ms"), ("tkg_ms_p50", "TKG p50 ms"),
                  ("e2e_ms_p50", "E2E p50 ms"), ("tokens_per_s", "tok/s"), ("kbp_per_s", "kbp/s"),
@@ -38,13 +38,7 @@ class BenchResult:
 
 
 def load_results(path: str | Path) -> tuple[list[BenchResult], dict[str, Any]]:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ReportError(f"{path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"{path} is not JSON ({exc})") from exc
+    data = load_json(path, ReportError, "benchmark JSON")
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ReportError(f"{path} is not pytest-benchmark JSON (no 'benchmarks' list); "
                           "write one with pytest --benchmark-json FILE")

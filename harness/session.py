@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from harness.gates import Threshold, load_thresholds
 from harness.hardware import HardwareProfile, complete_profile, cpu_model, detect_profile_name, get_profile
 from harness.spec import MODELS, RunShape, get_model, get_shape
 from harness.tokenizer import CarbonTokenizer
+from harness.versions import installed_versions
 
 
 @dataclass(frozen=True)
@@ -173,13 +173,7 @@ VERSIONED = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pyt
 
 
 def package_versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in VERSIONED:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
+    return {"python": platform.python_version(), **installed_versions(VERSIONED)}
 
 
 def git_sha(repo: Path = Path(__file__).resolve().parent.parent) -> str | None:

@@ -56,6 +56,18 @@ def atomic_write_json(path: str | Path, data: Any) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
+def load_json(path: str | Path, error: type[Exception] = ValueError, what: str = "file") -> Any:
+    """Parse a JSON file; a missing or malformed one raises ``error`` naming the path and line."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise error(f"{what} {path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise error(f"{path}: not valid JSON ({where})") from exc
+
+
 def is_complete(path: Path) -> bool:
     return (path / COMPLETE_MARKER).is_file()
 

@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from harness.measure import Timer
 from harness.plan import CONVERT_TO_MHA, REPLICATE, AttentionSharding, attention_sharding
 from harness.spec import MODELS, ArtifactKey, ModelSpec, RunShape, artifact_key, get_model, get_shape
 from harness.tokenizer import PAD_TOKEN_ID
+from harness.versions import installed_versions
 
 NEURON_PACKAGES = ("neuronx-distributed-inference", "neuronx-distributed", "neuronx-cc", "torch-neuronx",
                    "libneuronxla", "torch")
@@ -90,13 +90,7 @@ def neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape, variants
 
 
 def neuron_versions() -> dict[str, str]:
-    out = {}
-    for name in NEURON_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
+    return installed_versions(NEURON_PACKAGES)
 
 
 def neuron_artifact_key(checkpoint_fingerprint: str, shape: RunShape, kwargs: Mapping[str, Any],

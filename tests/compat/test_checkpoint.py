@@ -149,8 +149,8 @@ def test_interrupted_write_leaves_nothing(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("mutate,message", [
-    (lambda d: (d / "config.json").unlink(), "config.json is missing"),
-    (lambda d: (d / "config.json").write_text("{"), "config.json is not valid JSON"),
+    (lambda d: (d / "config.json").unlink(), "config.json does not exist"),
+    (lambda d: (d / "config.json").write_text("{"), "config.json: not valid JSON"),
     (lambda d: (d / "config.json").write_text('{"model_type": "mistral"}'), "model_type='mistral'; Carbon is 'llama'"),
     (lambda d: (d / "model.safetensors").write_bytes(b"\x01"), "truncated"),
     (lambda d: (d / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{garbage!garbage}"),
