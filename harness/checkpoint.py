@@ -25,10 +25,10 @@ from harness.storage import StorageError, atomic_dir, build_once, is_complete, l
 from harness.tokenizer import (
     DNA_SPECIAL_TOKENS,
     DNA_VOCAB_SIZE,
-    K,
     PAD_TOKEN,
     QWEN3_VOCAB_SIZE,
     VOCAB_SIZE,
+    K,
     builtin_tokenizer_dir,
 )
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.tokenizer import BASES, K, QWEN3_VOCAB_SIZE, CarbonTokenizer
+from harness.tokenizer import BASES, QWEN3_VOCAB_SIZE, CarbonTokenizer, K
 
 KMER_START = QWEN3_VOCAB_SIZE + 3
 OUTPUT_BASES = "ACGT"  # the last axis of every marginal, as the issue and model card order it

@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.backends import BACKENDS, make_engine
 from harness.backends.base import BackendError, Engine
-from harness.checkpoint import cached_checkpoint, fingerprint, inspect_checkpoint, stderr_progress
+from harness.checkpoint import cached_checkpoint, inspect_checkpoint, stderr_progress
 from harness.gates import Threshold, load_thresholds
 from harness.hardware import HardwareProfile, complete_profile, cpu_model, detect_profile_name, get_profile
 from harness.spec import MODELS, RunShape, get_model, get_shape

@@ -19,7 +19,6 @@ from harness.measure import Summary, throughput
 from harness.spec import RunShape
 from harness.tokenizer import PAD_TOKEN_ID, CarbonTokenizer
 
-
 Selector = Callable[[torch.Tensor], torch.Tensor]  # logits [B, V] -> next token ids [B]
 
 

@@ -26,7 +26,7 @@ import torch
 
 from harness.backends.base import BackendError, Batch, Engine, EngineInfo, GenerationResult, Selector
 from harness.measure import Timer
-from harness.plan import CONVERT_TO_MHA, REPLICATE, AttentionSharding, attention_sharding
+from harness.plan import CONVERT_TO_MHA, REPLICATE, AttentionSharding
 from harness.spec import MODELS, ArtifactKey, ModelSpec, RunShape, artifact_key, get_model, get_shape
 from harness.tokenizer import PAD_TOKEN_ID
 from harness.versions import installed_versions

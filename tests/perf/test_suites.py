@@ -11,8 +11,8 @@ import pytest
 from harness.backends.base import Batch
 from harness.dna import SUITE_CASES, batch_suite, prompt_suite
 from harness.figures import generation_figures
-from harness.fns import fns_select
 from harness.fixtures import engine_context, model_spec
+from harness.fns import fns_select
 
 pytestmark = pytest.mark.perf
 

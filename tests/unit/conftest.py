@@ -28,3 +28,16 @@ def gated_run(tmp_path_factory, carbon_cache_dir):
     r = run_pytest("-m", "perf", "tests/perf/test_latency.py", "--carbon-shape", "smoke", "--carbon-runs", "2",
                    "--carbon-thresholds", str(thresholds), "--benchmark-json", str(out), cache_dir=carbon_cache_dir)
     return r, json.loads(out.read_text()), out
+
+
+def run_in_processes(target, args: tuple, count: int) -> list[int]:
+    """Run ``target(*args)`` in ``count`` fresh processes at once; their exit codes."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=target, args=args) for _ in range(count)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    return [p.exitcode for p in procs]

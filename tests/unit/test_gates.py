@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from harness.hardware import FIXTURES_DIR
 from harness.gates import ThresholdError, evaluate, load_thresholds, parse_entry, parse_thresholds, select
+from harness.hardware import FIXTURES_DIR
 
 pytestmark = pytest.mark.unit
 

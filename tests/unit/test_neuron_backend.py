@@ -4,7 +4,6 @@ cache validation and locking with real files and processes, GQA log parsing, cor
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from harness.backends.neuron import (
 from harness.plan import CONVERT_TO_MHA, REPLICATE, attention_sharding
 from harness.spec import MODELS, SHAPES
 from harness.storage import build_once
+from tests.unit.conftest import run_in_processes
 
 pytestmark = pytest.mark.unit
 
@@ -142,13 +142,7 @@ def _worker(dest: str, log: str) -> None:
 
 def test_fake_compile_runs_once_across_processes_and_a_corrupt_cache_is_rebuilt(tmp_path):
     dest, log = tmp_path / "neuron" / key_for().digest, tmp_path / "log"
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(str(dest), str(log))) for _ in range(3)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    assert [p.exitcode for p in procs] == [0, 0, 0]
+    assert run_in_processes(_worker, (str(dest), str(log)), 3) == [0, 0, 0]
     assert log.read_text() == "compile\n"
     (dest / "model.pt").write_bytes(b"")  # a crashed writer, a full disk ...
     _worker(str(dest), str(log))

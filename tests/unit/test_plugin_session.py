@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.unit
-
 from tests.unit.conftest import run_pytest
+
+pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize("args,message", [

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from pathlib import Path
 
 import pytest
 
 from harness.storage import COMPLETE_MARKER, StorageError, atomic_dir, atomic_write_json, build_once, is_complete
+from tests.unit.conftest import run_in_processes
 
 pytestmark = pytest.mark.unit
 
@@ -46,13 +46,7 @@ def _build_into(dest: str, log: str) -> None:
 
 def test_parallel_builders_build_once(tmp_path):
     dest, log = tmp_path / "key", tmp_path / "log"
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_build_into, args=(str(dest), str(log))) for _ in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    assert [p.exitcode for p in procs] == [0] * 4
+    assert run_in_processes(_build_into, (str(dest), str(log)), 4) == [0] * 4
     assert log.read_text() == "built\n"
     assert (dest / "artifact").read_text() == "ok" and is_complete(dest)
 
