@@ -127,3 +127,17 @@ def carbon_neuron_session(carbon_session: Session) -> Session:
         pytest.skip(f"needs --carbon-backend neuron on a Trainium2 host with --carbon-model-root DIR of real "
                     f"checkpoints ({reason})")
     return carbon_session
+
+
+def round_ms(benchmark: Any) -> list[float]:
+    """pytest-benchmark's timed rounds in ms; with --benchmark-disable nothing is timed, so the
+    test stops after its correctness checks."""
+    if benchmark.disabled:
+        pytest.skip("benchmarks disabled (--benchmark-disable): correctness was checked, nothing was timed")
+    return [t * 1000.0 for t in benchmark.stats.stats.data]
+
+
+def timed_results(benchmark: Any, results: list, warmup: int, runs: int) -> list:
+    """The results of the timed rounds of a pedantic run (all of them when benchmarks are disabled:
+    then pytest-benchmark calls the target once, with no warm-up)."""
+    return results if benchmark.disabled else results[warmup:warmup + runs]

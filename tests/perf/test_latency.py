@@ -13,7 +13,7 @@ import pytest
 from harness.backends.base import Batch
 from harness.dna import shape_prompts
 from harness.figures import generation_figures, latency_figures, roofline
-from harness.fixtures import engine_context, model_spec
+from harness.fixtures import engine_context, model_spec, round_ms, timed_results
 
 pytestmark = pytest.mark.perf
 
@@ -25,10 +25,6 @@ def shape_batch(carbon_model_tokenizer, carbon_shape) -> Batch:
     return batch
 
 
-def rounds_ms(benchmark) -> list[float]:
-    return [t * 1000.0 for t in benchmark.stats.stats.data]
-
-
 def test_cte(benchmark, carbon_session, carbon_engine, shape_batch, carbon_gate):
     """Context encoding: prefill of the shape's prompts (the KV cache is reset before each round)."""
     benchmark.group = f"cte-{carbon_engine.info.shape}"
@@ -36,7 +32,7 @@ def test_cte(benchmark, carbon_session, carbon_engine, shape_batch, carbon_gate)
                                rounds=carbon_session.config.runs, warmup_rounds=carbon_session.config.warmup)
     assert first.shape == (shape_batch.size,)
     assert all(0 <= int(t) < 155776 for t in first)
-    figures = latency_figures("cte", rounds_ms(benchmark))
+    figures = latency_figures("cte", round_ms(benchmark))
     assert all(math.isfinite(v) and v > 0 for v in figures.values())
     carbon_gate(benchmark, model=carbon_engine.info.model, shape=carbon_engine.info.shape, figures=figures,
                 context=engine_context(carbon_engine, carbon_session.hardware.name, shape_batch, 0))
@@ -59,7 +55,7 @@ def test_tkg(benchmark, carbon_session, carbon_engine, shape_batch, carbon_gate)
                                warmup_rounds=carbon_session.config.warmup)
     assert token.shape == (shape_batch.size,)
     assert carbon_engine.steps_left < start_steps
-    figures = latency_figures("tkg", rounds_ms(benchmark))
+    figures = latency_figures("tkg", round_ms(benchmark))
     context_tokens = shape_batch.max_prompt_tokens + rounds / 2
     figures.update(roofline(model_spec(carbon_engine.info.model), shape_batch.size, context_tokens,
                             carbon_engine.info.dtype, carbon_session.hardware.memory_bandwidth_gbps,
@@ -80,7 +76,7 @@ def test_e2e(benchmark, carbon_session, carbon_engine, shape_batch, carbon_model
 
     benchmark.pedantic(run, setup=carbon_engine.reset, rounds=carbon_session.config.runs,
                        warmup_rounds=carbon_session.config.warmup)
-    timed = results[carbon_session.config.warmup:]
+    timed = timed_results(benchmark, results, carbon_session.config.warmup, carbon_session.config.runs)
     assert all(r.tokens.shape == (shape_batch.size, shape.max_new_tokens) for r in timed)
     assert all(len(r.tkg_ms) == shape.max_new_tokens - 1 for r in timed)
     assert all(r.tokens.equal(timed[0].tokens) for r in timed), "greedy generation must be deterministic"

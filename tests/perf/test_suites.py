@@ -11,7 +11,7 @@ import pytest
 from harness.backends.base import Batch
 from harness.dna import SUITE_CASES, batch_suite, prompt_suite
 from harness.figures import generation_figures
-from harness.fixtures import engine_context, model_spec
+from harness.fixtures import engine_context, model_spec, timed_results
 from harness.fns import fns_select
 
 pytestmark = pytest.mark.perf
@@ -28,7 +28,7 @@ def measure_generation(benchmark, session, engine, batch, tokenizer, gate, selec
     benchmark.pedantic(lambda: results.append(engine.generate(batch, shape.max_new_tokens, select=select)),
                        setup=engine.reset,
                        rounds=session.config.runs, warmup_rounds=session.config.warmup)
-    timed = results[session.config.warmup:session.config.warmup + session.config.runs]
+    timed = timed_results(benchmark, results, session.config.warmup, session.config.runs)
     assert all(r.tokens.shape == (batch.size, shape.max_new_tokens) for r in timed)
     figures = generation_figures(timed, tokenizer, model_spec(engine.info.model), engine.info.dtype,
                                  session.hardware.memory_bandwidth_gbps, batch.max_prompt_tokens)
