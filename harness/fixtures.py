@@ -44,11 +44,6 @@ def carbon_tiny_checkpoint(carbon_session: Session) -> Path:
     return carbon_session.checkpoint(ModelRef(DEFAULT_MODEL, None, False))
 
 
-@pytest.fixture(scope="session")
-def carbon_hardware(carbon_session: Session):
-    return carbon_session.hardware
-
-
 @pytest.fixture
 def carbon_engine(carbon_session: Session, carbon_model: ModelRef, carbon_shape: RunShape) -> Engine:
     """The session's engine for this test's model and shape (built on first use)."""

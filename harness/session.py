@@ -22,7 +22,7 @@ from harness.backends.base import BackendError, Engine
 from harness.checkpoint import cached_checkpoint, inspect_checkpoint, stderr_progress
 from harness.gates import Threshold, load_thresholds
 from harness.hardware import HardwareProfile, complete_profile, cpu_model, detect_profile_name, get_profile
-from harness.spec import MODELS, RunShape, get_model, get_shape
+from harness.spec import MODELS, RunShape, SpecError, get_model, get_shape
 from harness.tokenizer import CarbonTokenizer
 from harness.versions import installed_versions
 
@@ -48,8 +48,11 @@ def identify_model(config: dict[str, Any], fallback: str) -> str:
 
 def resolve_model(value: str, model_root: Path | None) -> ModelRef:
     """A name from spec (real checkpoint under ``model_root`` if present, else synthetic) or a path."""
-    if value.lower() in {m.name for m in MODELS.values()} | {m.hf_name.lower() for m in MODELS.values()}:
+    try:
         spec = get_model(value)
+    except SpecError:
+        spec = None
+    if spec is not None:
         if model_root is not None:
             candidate = model_root / spec.hf_name
             if candidate.is_dir():
@@ -151,7 +154,7 @@ class Session:
             start = time.perf_counter()
             engine = make_engine(self.config.backend, path, shape, ref.label, device=self.config.device,
                                  dtype=self.config.dtype, cache_dir=self.config.cache_dir,
-                                 variants=self.config.variants)
+                                 variants=self.config.variants, hardware=self.config.hardware_name)
             self.load_log.append({"model": ref.label, "shape": shape.name, "load_s": engine.info.load_s,
                                   "compile_s": engine.info.compile_s, "total_s": time.perf_counter() - start})
             self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s")

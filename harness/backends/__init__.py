@@ -15,7 +15,8 @@ BACKENDS = ("hf", "neuron")
 
 
 def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",
-                dtype: str = "auto", cache_dir: Path | None = None, variants: tuple[str, ...] = ()) -> Engine:
+                dtype: str = "auto", cache_dir: Path | None = None, variants: tuple[str, ...] = (),
+                hardware: str = "trn2.3xlarge") -> Engine:
     if backend == "hf":
         from harness.backends.hf import HFEngine
 
@@ -25,5 +26,5 @@ def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str
     if backend == "neuron":
         from harness.backends.neuron import NeuronEngine
 
-        return NeuronEngine(checkpoint, shape, model_name, cache_dir=cache_dir, variants=variants)
+        return NeuronEngine(checkpoint, shape, model_name, cache_dir=cache_dir, variants=variants, hardware=hardware)
     raise BackendError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")

@@ -245,7 +245,7 @@ class NeuronEngine(Engine):  # pragma: no cover - needs Trainium2 hardware
     """Compile once into the content-addressed cache, load, and run through NxDI."""
 
     def __init__(self, checkpoint: Path, shape: RunShape, model_name: str, cache_dir: Path | None = None,
-                 variants: Iterable[str] = ()) -> None:
+                 variants: Iterable[str] = (), hardware: str = "trn2.3xlarge") -> None:
         reason = neuron_unavailable_reason()
         if reason:
             raise BackendError(f"the neuron backend cannot run here: {reason}")
@@ -266,7 +266,7 @@ class NeuronEngine(Engine):  # pragma: no cover - needs Trainium2 hardware
         self.kwargs = neuron_config_kwargs(spec or "carbon-tiny", shape, variants, output_logits=True)
         self.planned = None
         if spec is not None:
-            plan = make_plan(spec, shape, get_profile("trn2.3xlarge"))
+            plan = make_plan(spec, shape, get_profile(hardware))
             if plan.fits is False:
                 raise BackendError(plan.unfit_message())  # before any compile
             self.planned = plan.sharding
