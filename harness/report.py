@@ -101,10 +101,10 @@ def plot(results: list[BenchResult], path: str | Path) -> Path:
     rows = [r for r in table_rows(results) if r.get("tokens_per_s")]
     if not rows:
         raise ReportError("no benchmark in this file has tokens_per_s to plot")
-    labels = [f"{r['model']}\n{r['shape']}\n{r['benchmark'].split('[')[0]}" for r in rows]
-    fig, ax = plt.subplots(figsize=(max(6, len(rows) * 0.9), 4))
+    labels = [f"{r['model']} {r['shape']}\n{r['benchmark']}" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6, len(rows) * 0.9), 5))
     ax.bar(range(len(rows)), [r["tokens_per_s"] for r in rows], color="#2a7f62")
-    ax.set_xticks(range(len(rows)), labels, fontsize=7)
+    ax.set_xticks(range(len(rows)), labels, fontsize=7, rotation=35, ha="right")
     ax.set_ylabel("tokens / s")
     ax.set_title("Carbon throughput per model and shape")
     fig.tight_layout()
