@@ -15,11 +15,10 @@ re-feeding loop amounts to.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
-from harness.backends.base import Batch
+from harness.backends.base import Batch, Engine
 
 # neuronx-distributed utils/accuracy.py DEFAULT_TOLERANCE_MAP and DEFAULT_DIVERGENCE_DIFFERENCE_TOLERANCE
 DEFAULT_TOL_MAP: dict[int | None, tuple[float, float]] = {None: (1e-5, 0.05), 1000: (1e-5, 0.03), 50: (1e-5, 0.02),
@@ -108,21 +107,11 @@ def compare_logits(expected: torch.Tensor, actual: torch.Tensor, tol_map: dict |
     )
 
 
-def teacher_forced_logits(engine: Any, batch: Batch, continuation: torch.Tensor) -> torch.Tensor:
-    """Logits ``[B * N, V]`` predicting each of the N continuation tokens of every row, with the
-    row's prompt and the continuation so far as input (positions len-1 .. len+N-2)."""
-    lengths = batch.prompt_lengths.tolist()
-    rows = [batch.input_ids[i, :n].tolist() + continuation[i].tolist() for i, n in enumerate(lengths)]
-    logits = engine.logits(Batch.from_ids(rows))
-    n = continuation.shape[1]
-    return torch.cat([logits[i, lengths[i] - 1: lengths[i] - 1 + n] for i in range(len(rows))])
-
-
-def check_accuracy(reference: Any, candidate: Any, batch: Batch, num_tokens: int, tol_map: dict | None = None,
+def check_accuracy(reference: Engine, candidate: Engine, batch: Batch, num_tokens: int, tol_map: dict | None = None,
                    divergence_tol: float | None = None) -> AccuracyReport:
     """Greedy-generate ``num_tokens`` with the reference, then compare both engines' logits on them."""
     expected_tokens = reference.generate(batch, num_tokens).tokens
-    expected = teacher_forced_logits(reference, batch, expected_tokens)
-    actual = teacher_forced_logits(candidate, batch, expected_tokens)
+    expected = reference.continuation_logits(batch, expected_tokens)
+    actual = candidate.continuation_logits(batch, expected_tokens)
     bits = MANTISSA_BITS.get(candidate.info.dtype, 23)
     return compare_logits(expected, actual, tol_map, divergence_tol, mantissa_bits=bits)

@@ -128,6 +128,16 @@ class Engine(abc.ABC):
     def logits(self, batch: Batch) -> torch.Tensor:
         """Full-vocabulary logits [B, T, V] of the prompts (float32, on the CPU)."""
 
+    def continuation_logits(self, batch: Batch, continuation: torch.Tensor) -> torch.Tensor:
+        """Logits ``[B * N, V]`` predicting each of the N ``continuation`` tokens of every row, with
+        the row's prompt and the continuation so far as input (teacher forcing, for accuracy checks).
+        This default runs one full forward pass over prompt + continuation."""
+        lengths = batch.prompt_lengths.tolist()
+        rows = [batch.input_ids[i, :n].tolist() + continuation[i].tolist() for i, n in enumerate(lengths)]
+        logits = self.logits(Batch.from_ids(rows))
+        n = continuation.shape[1]
+        return torch.cat([logits[i, lengths[i] - 1: lengths[i] - 1 + n] for i in range(len(rows))])
+
     @property
     def steps_left(self) -> int:
         """Decode steps the compiled shape still has room for (0 before any prefill)."""

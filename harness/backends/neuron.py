@@ -201,6 +201,53 @@ def neuron_unavailable_reason() -> str | None:
     return None
 
 
+def pad_rows(batch: Batch, batch_size: int) -> Batch:
+    """A compiled NxDI model has a static batch size: fill a smaller batch up to it by repeating
+    its last row (those rows' outputs are dropped again)."""
+    if batch.size > batch_size:
+        raise BackendError(f"batch of {batch.size} prompts exceeds the compiled batch_size={batch_size}")
+    if batch.size == batch_size:
+        return batch
+    extra = batch_size - batch.size
+    ids = torch.cat([batch.input_ids, batch.input_ids[-1:].expand(extra, -1)])
+    mask = torch.cat([batch.attention_mask, batch.attention_mask[-1:].expand(extra, -1)])
+    return Batch(ids, mask, batch.prompts)
+
+
+def adapter_generate_kwargs(batch: Batch, max_new_tokens: int) -> dict[str, Any]:
+    """Arguments for ``HuggingFaceGenerationAdapter.generate`` that give exactly ``max_new_tokens``
+    greedy tokens per row: the published eos id 2 is a BPE token, so EOS is disabled by requiring
+    as many new tokens as allowed (the reference runs' "forced_no_eos")."""
+    return {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask, "max_new_tokens": max_new_tokens,
+            "min_new_tokens": max_new_tokens, "do_sample": False, "top_k": 1, "pad_token_id": PAD_TOKEN_ID}
+
+
+def generated_tokens(output_ids: torch.Tensor, prompt_width: int, rows: int, max_new_tokens: int) -> torch.Tensor:
+    """The new tokens of the real rows from the adapter's output (prompt + continuation)."""
+    new = output_ids[:rows, prompt_width:]
+    if new.shape[1] != max_new_tokens:
+        raise BackendError(f"NxDI generated {new.shape[1]} tokens per row, expected exactly {max_new_tokens} "
+                           "(EOS should be disabled)")
+    return new
+
+
+SHARDING_FILE = "carbon_sharding_log.json"
+
+
+def save_sharding_log(path: Path, records: list[ObservedSharding]) -> None:
+    """Keep what the compile logged with the artifact: a cache hit compiles nothing, and the
+    GQA decision must still be known."""
+    path.write_text(json.dumps([{"tp_degree": r.tp_degree, "kv_heads": r.kv_heads, "strategy": r.strategy}
+                                for r in records]))
+
+
+def load_sharding_log(path: Path) -> list[ObservedSharding] | None:
+    try:
+        return [ObservedSharding(**r) for r in json.loads(path.read_text())]
+    except (FileNotFoundError, json.JSONDecodeError, TypeError):
+        return None
+
+
 class _LogCapture(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
@@ -254,7 +301,10 @@ class NeuronEngine(Engine):  # pragma: no cover - needs Trainium2 hardware
             LlamaInferenceConfig,
             NeuronLlamaForCausalLM,
         )
-        from neuronx_distributed_inference.utils.hf_adapter import load_pretrained_config
+        from neuronx_distributed_inference.utils.hf_adapter import (
+            HuggingFaceGenerationAdapter,
+            load_pretrained_config,
+        )
 
         from harness.checkpoint import fingerprint
         from harness.hardware import get_profile
@@ -264,61 +314,68 @@ class NeuronEngine(Engine):  # pragma: no cover - needs Trainium2 hardware
         self.shape = shape
         spec = MODELS.get(model_name)  # a checkpoint of unknown architecture is compiled without a plan
         self.kwargs = neuron_config_kwargs(spec or "carbon-tiny", shape, variants, output_logits=True)
-        self.planned = None
+        planned = None
         if spec is not None:
             plan = make_plan(spec, shape, get_profile(hardware))
             if plan.fits is False:
                 raise BackendError(plan.unfit_message())  # before any compile
-            self.planned = plan.sharding
+            planned = plan.sharding
         key = neuron_artifact_key(fingerprint(checkpoint), shape, self.kwargs, neuron_versions())
         cache = Path(cache_dir or "~/.cache/carbon-harness").expanduser() / "neuron" / key.digest
 
         def make_model() -> Any:
-            config = LlamaInferenceConfig(NeuronConfig(**self.kwargs), load_config=load_pretrained_config(str(checkpoint)))
+            config = LlamaInferenceConfig(NeuronConfig(**self.kwargs),
+                                          load_config=load_pretrained_config(str(checkpoint)))
             return NeuronLlamaForCausalLM(str(checkpoint), config)
 
         compile_s = None
-        with capture_neuron_logs() as lines:
-            def build(tmp: Path) -> None:
-                nonlocal compile_s
-                start = time.perf_counter()
-                make_model().compile(str(tmp) + "/")
-                compile_s = time.perf_counter() - start
-                atomic_write_json(tmp / KEY_FILE, json.loads(key.canonical()))
 
-            def validate(path: Path) -> None:
-                problem = compiled_dir_problem(path, key)
-                if problem:
-                    raise BackendError(problem)
-
-            build_once(cache, build, validate)
+        def build(tmp: Path) -> None:
+            nonlocal compile_s
             start = time.perf_counter()
+            with capture_neuron_logs() as lines:
+                make_model().compile(str(tmp) + "/")
+            compile_s = time.perf_counter() - start
+            save_sharding_log(tmp / SHARDING_FILE, parse_sharding_log(lines))
+            atomic_write_json(tmp / KEY_FILE, json.loads(key.canonical()))
+
+        def validate(path: Path) -> None:
+            problem = compiled_dir_problem(path, key)
+            if problem:
+                raise BackendError(problem)
+
+        build_once(cache, build, validate)
+        start = time.perf_counter()
+        with capture_neuron_logs() as lines:
             self.model = make_model()
             self.model.load(str(cache) + "/")
-            load_s = time.perf_counter() - start
-        self.sharding_log = parse_sharding_log(lines)
+        load_s = time.perf_counter() - start
+        records = load_sharding_log(cache / SHARDING_FILE)
+        self.sharding_log = records if records is not None else parse_sharding_log(lines)
         extra: dict[str, Any] = {"artifact_key": key.digest, "artifact_dir": str(cache),
                                  "attention_sharding": observed_strategy(self.sharding_log), "variants": list(variants)}
-        if self.planned is not None:
-            mismatch = check_sharding(self.planned, self.sharding_log)
-            extra["attention_sharding_planned"] = self.planned.strategy
+        if planned is not None:
+            extra["attention_sharding_planned"] = planned.strategy
+            mismatch = check_sharding(planned, self.sharding_log)
             if mismatch:
                 extra["attention_sharding_mismatch"] = mismatch
+        self.adapter = HuggingFaceGenerationAdapter(self.model)
         self.cte, self.tkg = SubmodelLatency(), SubmodelLatency()
         self.cte.attach(self.model.context_encoding_model)
         self.tkg.attach(self.model.token_generation_model)
         self.info = EngineInfo("neuron", model_name, str(checkpoint), shape.name, "neuron", "bf16", load_s, compile_s,
                                extra=extra)
+        self._rows = 0
         self._positions: torch.Tensor | None = None
         self._mask: torch.Tensor | None = None
         self._next: torch.Tensor | None = None
         self._steps = 0
         self._width = 0
 
-    def _sampling_params(self, batch_size: int) -> torch.Tensor:
+    def _sampling_params(self) -> torch.Tensor:
         from neuronx_distributed_inference.modules.generation.sampling import prepare_sampling_params
 
-        return prepare_sampling_params(batch_size)
+        return prepare_sampling_params(self.shape.batch_size)
 
     def reset(self) -> None:
         self.model.reset()
@@ -328,65 +385,74 @@ class NeuronEngine(Engine):  # pragma: no cover - needs Trainium2 hardware
     def steps_left(self) -> int:
         return 0 if self._mask is None else self.shape.seq_len - (self._width + self._steps)
 
-    def prefill(self, batch: Batch) -> torch.Tensor:
-        """As HuggingFaceGenerationAdapter does: cumsum position ids, seq ids 0..B-1, greedy params."""
+    def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> Any:
+        """One call of the model as HuggingFaceGenerationAdapter makes it."""
+        return self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                          seq_ids=torch.arange(self.shape.batch_size), sampling_params=self._sampling_params())
+
+    def _prefill(self, batch: Batch) -> Any:
         self.check_batch(batch)
         self.reset()
-        bsz = batch.size
-        mask = batch.attention_mask
+        self._rows = batch.size
+        full = pad_rows(batch, self.shape.batch_size)
+        mask = full.attention_mask
         positions = mask.long().cumsum(-1) - 1
         positions.masked_fill_(mask == 0, 1)
-        out = self.model(input_ids=batch.input_ids, attention_mask=mask, position_ids=positions,
-                         seq_ids=torch.arange(bsz), sampling_params=self._sampling_params(bsz))
-        self._mask, self._width = mask, batch.input_ids.shape[1]
+        out = self._forward(full.input_ids, mask, positions)
+        self._mask, self._width = mask, full.input_ids.shape[1]
         self._positions = positions.amax(1, keepdim=True)
-        self._next = out.tokens.reshape(bsz, -1)[:, -1]
-        return self._next
+        return out
+
+    def _decode(self, tokens: torch.Tensor) -> Any:
+        if self._mask is None:
+            raise RuntimeError("decode_step() before prefill(): nothing to decode from")
+        bsz = self.shape.batch_size
+        self._mask = torch.cat([self._mask, torch.ones(bsz, 1, dtype=self._mask.dtype)], dim=1)
+        self._positions = self._positions + 1
+        out = self._forward(tokens.reshape(bsz, 1), self._mask, self._positions)
+        self._steps += 1
+        return out
+
+    def prefill(self, batch: Batch) -> torch.Tensor:
+        self._next = self._prefill(batch).tokens.reshape(self.shape.batch_size, -1)[:, -1]
+        return self._next[: self._rows]
 
     def decode_step(self) -> torch.Tensor:
         if self._next is None:
             raise RuntimeError("decode_step() before prefill(): nothing to decode from")
-        bsz = self._next.shape[0]
-        self._mask = torch.cat([self._mask, torch.ones(bsz, 1, dtype=self._mask.dtype)], dim=1)
-        self._positions = self._positions + 1
-        out = self.model(input_ids=self._next[:, None], attention_mask=self._mask, position_ids=self._positions,
-                         seq_ids=torch.arange(bsz), sampling_params=self._sampling_params(bsz))
-        self._steps += 1
-        self._next = out.tokens.reshape(bsz, -1)[:, -1]
-        return self._next
+        self._next = self._decode(self._next).tokens.reshape(self.shape.batch_size, -1)[:, -1]
+        return self._next[: self._rows]
 
     def generate(self, batch: Batch, max_new_tokens: int, select: Selector | None = None) -> GenerationResult:
+        """Through NxDI's HuggingFaceGenerationAdapter, as the reference runs; CTE/TKG latency from
+        forward hooks on the two sub-models."""
         if select is not None:
             raise NotImplementedError("on-device greedy sampling returns tokens, not per-step logits to select from")
         self.check_batch(batch, max_new_tokens)
+        full = pad_rows(batch, self.shape.batch_size)
+        self.reset()
         self.cte.ms.clear()
         self.tkg.ms.clear()
-        tokens = []
         with Timer() as total:
-            tokens.append(self.prefill(batch))
-            for _ in range(max_new_tokens - 1):
-                tokens.append(self.decode_step())
-        return GenerationResult(torch.stack(tokens, dim=1), self.cte.ms[-1], list(self.tkg.ms), total.ms)
+            out = self.adapter.generate(**adapter_generate_kwargs(full, max_new_tokens))
+        tokens = generated_tokens(out, full.input_ids.shape[1], batch.size, max_new_tokens)
+        return GenerationResult(tokens, self.cte.ms[-1], list(self.tkg.ms), total.ms)
+
+    def continuation_logits(self, batch: Batch, continuation: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits ``[B * N, V]`` from the output-logits artifact: the prefill's last
+        position, then decode steps fed the given tokens (NxD's re-feeding loop, without waiting
+        for a divergence)."""
+        steps = [self._prefill(batch).logits[:, -1].float()]
+        for i in range(continuation.shape[1] - 1):
+            forced = torch.cat([continuation[:, i], continuation[-1:, i].expand(self.shape.batch_size - batch.size)])
+            steps.append(self._decode(forced).logits[:, -1].float())
+        logits = torch.stack(steps, dim=1)[: batch.size]  # [B, N, V]
+        return logits.reshape(-1, logits.shape[-1])
 
     def logits(self, batch: Batch) -> torch.Tensor:
-        """Teacher-forced logits through the output-logits artifact: prefill gives the logits at the
-        last prompt position, so each position is one prefill of the prefix (slow, exact)."""
-        rows = []
-        for i in range(batch.size):
-            n = int(batch.prompt_lengths[i])
-            ids = batch.input_ids[i, :n].tolist()
-            per_pos = []
-            for end in range(1, n + 1):
-                sub = Batch.from_ids([ids[:end]])
-                self.reset()
-                out = self.model(input_ids=sub.input_ids, attention_mask=sub.attention_mask,
-                                 position_ids=torch.arange(end)[None], seq_ids=torch.arange(1),
-                                 sampling_params=self._sampling_params(1))
-                per_pos.append(out.logits[0, -1].float())
-            rows.append(torch.stack(per_pos))
-        width = max(r.shape[0] for r in rows)
-        return torch.stack([torch.nn.functional.pad(r, (0, 0, 0, width - r.shape[0])) for r in rows])
+        raise NotImplementedError("the compiled model returns logits per generated position only: "
+                                  "use continuation_logits()")
 
     def close(self) -> None:
         self.reset()
-        del self.model
+        del self.adapter, self.model

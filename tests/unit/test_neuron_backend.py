@@ -9,18 +9,24 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from harness.backends.base import BackendError
+from harness.backends.base import BackendError, Batch
 from harness.backends.neuron import (
     KEY_FILE,
     VARIANTS,
+    adapter_generate_kwargs,
     check_sharding,
     compiled_dir_problem,
+    generated_tokens,
+    load_sharding_log,
     neuron_artifact_key,
     neuron_config_kwargs,
     neuron_unavailable_reason,
     observed_strategy,
+    pad_rows,
     parse_sharding_log,
+    save_sharding_log,
     visible_cores,
 )
 from harness.plan import CONVERT_TO_MHA, REPLICATE, attention_sharding
@@ -205,3 +211,36 @@ def test_xdist_workers_get_disjoint_cores(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     seen = {f.name: f.read_text() for f in out.iterdir()}
     assert seen == {"gw0": "0-15", "gw1": "16-31"}
+
+
+def test_pad_rows_fills_the_static_batch(carbon_tokenizer):
+    batch = Batch.from_prompts(carbon_tokenizer, ["<dna>ACGTAC", "<dna>GGGGGGTTTTTT"])
+    full = pad_rows(batch, 4)
+    assert full.input_ids.shape == (4, 3)
+    assert full.input_ids[2:].tolist() == [batch.input_ids[1].tolist()] * 2
+    assert pad_rows(full, 4) is full
+    with pytest.raises(BackendError, match="batch of 4 prompts exceeds the compiled batch_size=2"):
+        pad_rows(full, 2)
+
+
+def test_adapter_kwargs_force_exact_lengths(carbon_tokenizer):
+    batch = Batch.from_prompts(carbon_tokenizer, ["<dna>ACGTAC"])
+    kw = adapter_generate_kwargs(batch, 180)
+    assert (kw["max_new_tokens"], kw["min_new_tokens"], kw["do_sample"], kw["pad_token_id"]) == (180, 180, False, 151643)
+    assert kw["input_ids"] is batch.input_ids and kw["attention_mask"] is batch.attention_mask
+
+
+def test_generated_tokens_are_split_from_the_prompt():
+    out = torch.arange(4 * 7).reshape(4, 7)
+    assert generated_tokens(out, 3, 2, 4).tolist() == [[3, 4, 5, 6], [10, 11, 12, 13]]
+    with pytest.raises(BackendError, match="generated 4 tokens per row, expected exactly 5"):
+        generated_tokens(out, 3, 2, 5)
+
+
+def test_sharding_log_is_kept_with_the_artifact(tmp_path):
+    records = parse_sharding_log([nxdi_warning(4, 8)])
+    save_sharding_log(tmp_path / "log.json", records)
+    assert load_sharding_log(tmp_path / "log.json") == records
+    save_sharding_log(tmp_path / "none.json", [])
+    assert load_sharding_log(tmp_path / "none.json") == []  # compiled, no override: REPLICATE
+    assert load_sharding_log(tmp_path / "missing.json") is None  # unknown: fall back to the load log
