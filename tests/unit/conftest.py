@@ -13,9 +13,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_pytest(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
+def run_pytest(*args: str, cache_dir: Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--carbon-cache-dir", str(cache_dir), *args]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="session")

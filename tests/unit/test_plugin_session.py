@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.unit.conftest import run_pytest
+from tests.unit.conftest import REPO, run_pytest
 
 pytestmark = pytest.mark.unit
 
@@ -61,3 +61,19 @@ def test_benchmark_json_carries_figures_and_manifest(gated_run):
         assert key in e2e, key
     assert (e2e["model"], e2e["shape"], e2e["new_tokens"], e2e["batch_size"]) == ("carbon-tiny", "smoke", 128, 1)
     assert by_name["test_cte[carbon-tiny-smoke]"]["gate"] == "no threshold"
+
+
+def test_pytest_benchmark_save_and_compare_work_on_harness_benchmarks(tmp_path, carbon_cache_dir):
+    # pytest-benchmark wants its storage below the working directory: run from tmp_path.
+    common = ("-m", "perf", str(REPO / "tests/perf/test_tokenizer_speed.py"), "--rootdir", str(REPO),
+              "--benchmark-storage", f"file://{tmp_path / 'bench'}")
+    saved = run_pytest(*common, "--benchmark-save=base", cache_dir=carbon_cache_dir, cwd=tmp_path)
+    assert saved.returncode == 0, saved.stdout + saved.stderr
+    files = list((tmp_path / "bench").rglob("*_base.json"))
+    assert len(files) == 1
+    assert {b["extra_info"].get("implementation") for b in json.loads(files[0].read_text())["benchmarks"]} == {
+        "numpy", "per-6-mer loop"}
+    compared = run_pytest(*common, "--benchmark-compare", "--benchmark-compare-fail=median:1000%",
+                          cache_dir=carbon_cache_dir, cwd=tmp_path)
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    assert "Comparing against benchmarks from" in compared.stdout + compared.stderr
