@@ -23,11 +23,9 @@ SHAPE = RunShape("accuracy-bs7", batch_size=7, max_context_length=256, seq_len=2
 GOLDEN = FIXTURES_DIR / "golden" / "carbon-tiny-seed0.json"
 
 
-@pytest.fixture(scope="module")
-def reference(carbon_tiny_checkpoint):
-    engine = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="fp32")
-    yield engine
-    engine.close()
+@pytest.fixture
+def reference(tiny_hf_engine):
+    return tiny_hf_engine(SHAPE)
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +33,8 @@ def suite_batch(carbon_tokenizer):
     return Batch.from_prompts(carbon_tokenizer, [c.prompt for c in prompt_suite(180)])
 
 
-def test_bf16_matches_fp32_reference(reference, carbon_tiny_checkpoint, suite_batch):
-    candidate = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="bf16")
+def test_bf16_matches_fp32_reference(reference, tiny_hf_engine, suite_batch):
+    candidate = tiny_hf_engine(SHAPE, "bf16")
     report = check_accuracy(reference, candidate, suite_batch, GOLDEN_TOKENS)
     assert report.passed, report.summary()
     assert report.positions == 7 * GOLDEN_TOKENS
@@ -44,7 +42,7 @@ def test_bf16_matches_fp32_reference(reference, carbon_tiny_checkpoint, suite_ba
 
 
 def test_a_perturbed_weight_fails(reference, carbon_tiny_checkpoint, suite_batch):
-    candidate = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="fp32")
+    candidate = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="fp32")  # mutated: own copy
     with torch.no_grad():
         candidate.model.model.layers[1].mlp.down_proj.weight[5, 7] += 1.0
     report = check_accuracy(reference, candidate, suite_batch, GOLDEN_TOKENS)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from harness.hardware import get_profile
-from harness.plan import CONVERT_TO_MHA, REPLICATE, PlanError, attention_sharding, kv_cache_bytes, make_plan
+from harness.plan import (
+    CONVERT_TO_MHA,
+    REPLICATE,
+    PlanError,
+    attention_sharding,
+    kv_cache_bytes,
+    make_plan,
+)
 from harness.spec import MODELS, SHAPES
 
 pytestmark = pytest.mark.compat

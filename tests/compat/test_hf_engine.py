@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from harness.backends.base import Batch
-from harness.backends.hf import HFEngine
 from harness.dna import prompt_suite
 from harness.spec import SHAPES, RunShape, SpecError
 
@@ -16,11 +15,9 @@ pytestmark = pytest.mark.compat
 SHAPE = RunShape("test-bs4", batch_size=4, max_context_length=64, seq_len=96, max_new_tokens=16)
 
 
-@pytest.fixture(scope="module")
-def engine(carbon_tiny_checkpoint):
-    e = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="fp32")
-    yield e
-    e.close()
+@pytest.fixture
+def engine(tiny_hf_engine):
+    return tiny_hf_engine(SHAPE)
 
 
 @pytest.fixture(scope="module")

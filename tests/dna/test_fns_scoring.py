@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from harness.backends.hf import HFEngine
 from harness.dna import prompt_suite
 from harness.fns import score_sequence, score_sequences
 from harness.spec import RunShape
@@ -15,11 +14,9 @@ from harness.spec import RunShape
 pytestmark = pytest.mark.dna
 
 
-@pytest.fixture(scope="module")
-def engine(carbon_tiny_checkpoint):
-    e = HFEngine(carbon_tiny_checkpoint, RunShape("score", 8, 256, 256, 1), "carbon-tiny", device="cpu", dtype="fp32")
-    yield e
-    e.close()
+@pytest.fixture
+def engine(tiny_hf_engine):
+    return tiny_hf_engine(RunShape("score", 8, 256, 256, 1))
 
 
 def test_scores_are_probabilities(engine, carbon_tokenizer):

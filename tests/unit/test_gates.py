@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from harness.gates import ThresholdError, evaluate, load_thresholds, parse_entry, parse_thresholds, select
+from harness.gates import (
+    ThresholdError,
+    evaluate,
+    load_thresholds,
+    parse_entry,
+    parse_thresholds,
+    select,
+)
 from harness.hardware import FIXTURES_DIR
 
 pytestmark = pytest.mark.unit

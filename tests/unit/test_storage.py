@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.storage import COMPLETE_MARKER, StorageError, atomic_dir, atomic_write_json, build_once, is_complete
+from harness.storage import (
+    COMPLETE_MARKER,
+    StorageError,
+    atomic_dir,
+    atomic_write_json,
+    build_once,
+    is_complete,
+)
 from tests.unit.conftest import run_in_processes
 
 pytestmark = pytest.mark.unit
