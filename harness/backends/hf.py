@@ -8,6 +8,7 @@ right-padded rows get their own position ids, so every row generates what it wou
 from __future__ import annotations
 
 import time
+import weakref
 from pathlib import Path
 
 import torch
@@ -41,22 +42,37 @@ def default_dtype(device: torch.device) -> str:
     return "bf16" if device.type == "cuda" else "fp32"
 
 
+# Loaded models by (checkpoint, dtype, device): engines of several shapes share one copy of the
+# weights (an 8B model in fp32 is 33 GB; one copy per shape would not fit). Weak values: a model
+# goes when its last engine closes.
+_LOADED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 class HFEngine(Engine):
     def __init__(self, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",
-                 dtype: str = "auto") -> None:
+                 dtype: str = "auto", share_weights: bool = True) -> None:
+        """``share_weights=False`` loads a private copy (for a test that perturbs weights)."""
         from transformers import AutoModelForCausalLM
 
         self.shape = shape
         self.device = resolve_device(device)
         dtype = default_dtype(self.device) if dtype == "auto" else dtype
         self.torch_dtype = parse_dtype(dtype)
+        key = (str(Path(checkpoint).resolve()), dtype, str(self.device))
         start = time.perf_counter()
-        self.model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=self.torch_dtype)
-        self.model.to(self.device).eval()
+        model = _LOADED.get(key) if share_weights else None
+        shared = model is not None
+        if model is None:
+            model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=self.torch_dtype)
+            model.to(self.device).eval()
+            if share_weights:
+                _LOADED[key] = model
+        self.model = model
         self._sync()
         load_s = time.perf_counter() - start
         self.info = EngineInfo("hf", model_name, str(checkpoint), shape.name, str(self.device), dtype, load_s,
-                               extra={"attn_implementation": getattr(self.model.config, "_attn_implementation", None)})
+                               extra={"attn_implementation": getattr(self.model.config, "_attn_implementation", None),
+                                      "shared_weights": shared})
         self.reset()
 
     # -- helpers ----------------------------------------------------------------------------

@@ -42,7 +42,7 @@ def test_bf16_matches_fp32_reference(reference, tiny_hf_engine, suite_batch):
 
 
 def test_a_perturbed_weight_fails(reference, carbon_tiny_checkpoint, suite_batch):
-    candidate = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="fp32")  # mutated: own copy
+    candidate = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="fp32", share_weights=False)
     with torch.no_grad():
         candidate.model.model.layers[1].mlp.down_proj.weight[5, 7] += 1.0
     report = check_accuracy(reference, candidate, suite_batch, GOLDEN_TOKENS)

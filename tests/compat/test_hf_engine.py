@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from harness.backends.base import Batch
+from harness.backends.hf import HFEngine
 from harness.dna import prompt_suite
 from harness.spec import SHAPES, RunShape, SpecError
 
@@ -90,3 +91,12 @@ def test_reference_shape_holds_the_reference_prompts(carbon_tokenizer):
     suite = Batch.from_prompts(carbon_tokenizer, [c.prompt for c in prompt_suite(1080)])
     SHAPES["dna-suite-bs1"].validate_request(suite.max_prompt_tokens, 180, 1)
     assert suite.max_prompt_tokens == 181
+
+
+def test_engines_of_several_shapes_share_one_copy_of_the_weights(tiny_hf_engine, carbon_tiny_checkpoint):
+    a = tiny_hf_engine(SHAPE)
+    b = tiny_hf_engine(SHAPES["smoke"])
+    assert a.model is b.model and b.info.extra["shared_weights"]
+    private = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="fp32", share_weights=False)
+    assert private.model is not a.model and not private.info.extra["shared_weights"]
+    assert tiny_hf_engine(SHAPE, "bf16").model is not a.model  # another dtype is another copy
