@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.tokenizer import DNA_BEGIN, DNA_END
+from harness.tokenizer import DNA_BEGIN
 
 SUITE_CASES = ("balanced", "cpg_island", "at_rich", "gc_rich", "orf_like", "tata_box", "triplet_repeat")
 MOTIFS = {"TATA": "TATAAA", "CpG": "CG", "CAG": "CAG", "ATG": "ATG", "polyA": "AAAAAA"}
@@ -163,10 +163,6 @@ def sequence_metrics(text: str) -> SequenceMetrics:
 
 def _count_overlapping(seq: str, motif: str) -> int:
     return sum(1 for i in range(len(seq) - len(motif) + 1) if seq.startswith(motif, i))
-
-
-def dna_prompt(sequence: str, close: bool = False) -> str:
-    return DNA_BEGIN + sequence + (DNA_END if close else "")
 
 
 def shape_prompts(shape) -> list[str]:

@@ -32,10 +32,6 @@ class BenchResult:
     price_per_hour: float | None = None
     figures: dict[str, float] = field(default_factory=dict)
 
-    @property
-    def label(self) -> str:
-        return self.name
-
 
 def load_results(path: str | Path) -> tuple[list[BenchResult], dict[str, Any]]:
     data = load_json(path, ReportError, "benchmark JSON")

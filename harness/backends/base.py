@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from harness.measure import Summary, throughput
+from harness.measure import throughput
 from harness.spec import RunShape
 from harness.tokenizer import PAD_TOKEN_ID, CarbonTokenizer
 
@@ -84,10 +84,6 @@ class GenerationResult:
     @property
     def tokens_per_s(self) -> float:
         return throughput(self.batch_size * self.new_tokens, self.e2e_ms)
-
-    @property
-    def tkg(self) -> Summary:
-        return Summary.of(self.tkg_ms)
 
 
 @dataclass(frozen=True)
