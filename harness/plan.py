@@ -98,12 +98,15 @@ def tkg_step_bytes(spec: ModelSpec, batch_size: int, context_tokens: float, dtyp
     return decode_weight_bytes(spec, dtype) + kv_cache_bytes(spec, batch_size, 1, kv_heads, dtype) * context_tokens
 
 
+def memory_floor_ms(nbytes: float, bandwidth_gbps: float | None) -> float | None:
+    """The fastest a step that must read ``nbytes`` can be at this bandwidth (None if unknown)."""
+    return None if not bandwidth_gbps else nbytes / (bandwidth_gbps * 1e9) * 1000.0
+
+
 def tkg_roofline_fraction(step_bytes: float, bandwidth_gbps: float | None, measured_ms: float) -> float | None:
     """Memory-bound floor of a decode step over its measured time: 1.0 is the physical limit."""
-    if not bandwidth_gbps or measured_ms <= 0:
-        return None
-    floor_ms = step_bytes / (bandwidth_gbps * 1e9) * 1000.0
-    return floor_ms / measured_ms
+    floor_ms = memory_floor_ms(step_bytes, bandwidth_gbps)
+    return None if floor_ms is None or measured_ms <= 0 else floor_ms / measured_ms
 
 
 def forward_flops(spec: ModelSpec, tokens: int, context: int) -> float:
@@ -151,20 +154,20 @@ def make_plan(spec: ModelSpec, shape: RunShape, hardware: HardwareProfile, tp_de
         raise PlanError(f"tp_degree={tp} exceeds the {hardware.logical_cores} logical cores of {hardware.name}")
     sharding = attention_sharding(spec.num_attention_heads, spec.num_key_value_heads, tp)
     nbytes = dtype_bytes(dtype)
-    # Padded heads add q/o columns; every rank holds 1/tp of the (padded) weights.
+    # Padded heads add q/o columns and replicated KV heads k/v rows; every rank holds 1/tp of them.
     h, d = spec.hidden_size, spec.head_dim
     extra_heads = sharding.num_heads - spec.num_attention_heads
     extra_kv = max(0, sharding.num_kv_heads - spec.num_key_value_heads)
-    weights = (spec.num_parameters + spec.num_hidden_layers * (2 * extra_heads * d * h + 2 * extra_kv * d * h)) * nbytes
-    weight_per_rank = weights / tp
+    padding = spec.num_hidden_layers * (2 * extra_heads * d * h + 2 * extra_kv * d * h) * nbytes
+    weight_per_rank = (spec.num_parameters * nbytes + padding) / tp
     kv_per_rank = kv_cache_bytes(spec, shape.batch_size, shape.seq_len, sharding.num_kv_heads, dtype) / tp
     kv_unsharded = kv_cache_bytes(spec, shape.batch_size, shape.seq_len, spec.num_key_value_heads, dtype) / tp
     hbm = hardware.per_core(hardware.memory_bytes)
     fits = None if hbm is None else (weight_per_rank + kv_per_rank) <= hbm
-    bw = hardware.memory_bandwidth_gbps
+    # The same decode-step bytes as the measured tkg_roofline_fraction (figures.roofline), plus padding.
     context = shape.max_context_length + shape.max_new_tokens / 2
-    step_bytes = weights + kv_cache_bytes(spec, shape.batch_size, 1, sharding.num_kv_heads, dtype) * context
-    tkg_floor = None if not bw else step_bytes / (bw * 1e9) * 1000.0
+    step_bytes = tkg_step_bytes(spec, shape.batch_size, context, dtype, sharding.num_kv_heads) + padding
+    tkg_floor = memory_floor_ms(step_bytes, hardware.memory_bandwidth_gbps)
     peak = hardware.peak_bf16_tflops
     cte_floor = None
     if peak:
