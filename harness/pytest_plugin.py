@@ -7,6 +7,7 @@ parsed by ``parse_*`` functions so a bad value stops the session at start with o
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -82,12 +83,8 @@ def terminal_progress(config: pytest.Config):
     """Progress of long work (checkpoint builds, compiles, loads) shown live, past pytest's capture."""
     def progress(message: str) -> None:
         capman = config.pluginmanager.getplugin("capturemanager")
-        writer = config.get_terminal_writer()
-        if capman is None:
-            writer.line(f"[carbon-harness] {message}")
-            return
-        with capman.global_and_fixture_disabled():
-            writer.line(f"[carbon-harness] {message}")
+        with capman.global_and_fixture_disabled() if capman else nullcontext():
+            config.get_terminal_writer().line(f"[carbon-harness] {message}")
 
     return progress
 

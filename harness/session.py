@@ -229,13 +229,12 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
     hardware = options.get("hardware") or detect_profile_name()
     get_profile(hardware)  # unknown names fail here, with the known ones listed
     runs, warmup = int(options.get("runs", 5)), int(options.get("warmup", 1))
-    variants = tuple(options.get("variants") or ())
-    if variants:
-        from harness.backends.neuron import VARIANTS
+    from harness.backends.neuron import check_variants
 
-        unknown = [v for v in variants if v not in VARIANTS]
-        if unknown:
-            raise ValueError(f"--carbon-variant {unknown[0]!r}; known variants: {', '.join(VARIANTS)}")
+    try:
+        variants = check_variants(options.get("variants") or ())
+    except BackendError as exc:
+        raise ValueError(f"--carbon-variant: {exc}") from None
     return HarnessConfig(backend=backend, models=models, shapes=shapes, device=options.get("device", "auto"),
                          dtype=options.get("dtype", "auto"),
                          cache_dir=Path(options["cache_dir"]).expanduser(), thresholds=load_thresholds(files),

@@ -49,6 +49,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+def check_variants(variants: Iterable[str]) -> tuple[str, ...]:
+    """The variant names, or an error naming the first unknown one and the known ones."""
+    names = tuple(variants)
+    for name in names:
+        if name not in VARIANTS:
+            raise BackendError(f"unknown variant {name!r}; known variants: {', '.join(VARIANTS)}")
+    return names
+
+
 def neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape, variants: Iterable[str] = (),
                          output_logits: bool = False) -> dict[str, Any]:
     """Keyword arguments for NxDI's ``NeuronConfig``: exactly what the reference runs compiled
@@ -76,9 +85,7 @@ def neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape, variants
         "padding_side": "right",
         "fused_qkv": False,
     }
-    for name in variants:
-        if name not in VARIANTS:
-            raise BackendError(f"unknown variant {name!r}; known variants: {', '.join(VARIANTS)}")
+    for name in check_variants(variants):
         for key, value in VARIANTS[name].items():
             if isinstance(value, dict):
                 kwargs[key] = {**kwargs.get(key, {}), **value}

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.unit
     (["--carbon-backend", "vllm"], "--carbon-backend 'vllm'; known backends: hf, neuron"),
     (["--carbon-runs", "0"], "'0' must be at least 1"),
     (["--carbon-backend", "neuron"], "--carbon-backend neuron cannot run here: torch_neuronx is not importable"),
-    (["--carbon-variant", "fp4"], "--carbon-variant 'fp4'; known variants: fused-qkv"),
+    (["--carbon-variant", "fp4"], "--carbon-variant: unknown variant 'fp4'; known variants: fused-qkv"),
     (["--carbon-cores-per-worker", "16", "--carbon-hardware", "trn2.3xlarge"],
      "needs cores 0-15 but the host has 4 logical cores"),
 ])
