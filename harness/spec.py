@@ -110,8 +110,9 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("carbon-500m", 1024, 28, 16, 8, 64, 3072, True, 500000.0, 1e-6, 8192, hf_name="Carbon-500M"),
         ModelSpec("carbon-3b", 3072, 30, 32, 4, 96, 8448, True, 5000000.0, 1e-6, 32768, hf_name="Carbon-3B"),
         ModelSpec("carbon-8b", 4096, 32, 32, 8, 128, 14336, False, 5000000.0, 1e-5, 32768, hf_name="Carbon-8B"),
-        # The embedded default: Carbon's vocabulary and tokenizer, tiny dims, GQA kept (4 heads, 2 KV heads).
-        ModelSpec("carbon-tiny", 64, 2, 4, 2, 16, 128, True, 500000.0, 1e-6, 8192, hf_name="Carbon-tiny"),
+        # The embedded default: Carbon's vocabulary and tokenizer, tiny dims, GQA kept (4 heads, 2 KV heads),
+        # head_dim 64 as Carbon-500M (vLLM's CPU attention rejects 16); hidden 64 keeps the lm head small.
+        ModelSpec("carbon-tiny", 64, 2, 4, 2, 64, 128, True, 500000.0, 1e-6, 8192, hf_name="Carbon-tiny"),
     )
 }
 DEFAULT_MODEL = "carbon-tiny"
