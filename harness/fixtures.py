@@ -111,17 +111,78 @@ def carbon_gate(carbon_session: Session) -> Callable[..., None]:
     return gate
 
 
+NXDI_TIER_SKIP = ("the NxDI CPU tier needs NxDI: pass --carbon-nxdi-source DIR (an NxDI source checkout; "
+                  "../shared/vendor holds NxDI 0.9.0) in a transformers 4.57 environment (nox -s trn2-stack)")
+
+
 @pytest.fixture(scope="session")
 def carbon_neuron_session(carbon_session: Session) -> Session:
-    """The session, when it runs the neuron backend; neuron-only tests skip otherwise, saying what
-    is missing."""
-    if carbon_session.config.backend != "neuron":
+    """The session, when it runs the neuron backend on a Trainium2 device; device-only tests
+    (compile, load, HBM, device timing) skip otherwise, saying what is missing."""
+    if carbon_session.config.backend != "neuron" or carbon_session.config.neuron_cpu:
         from harness.backends.neuron import neuron_unavailable_reason
 
         reason = neuron_unavailable_reason() or "this host could run it"
+        mode = " (NxDI's CPU mode has no compile or load)" if carbon_session.config.neuron_cpu else ""
         pytest.skip(f"needs --carbon-backend neuron on a Trainium2 host with --carbon-model-root DIR of real "
-                    f"checkpoints ({reason})")
+                    f"checkpoints{mode} ({reason})")
     return carbon_session
+
+
+@pytest.fixture(scope="session")
+def nxdi_cpu(carbon_session: Session) -> Any:
+    """NxDI imported for its own CPU mode (only the Neuron-only packages stubbed): from
+    --carbon-nxdi-source or the installed package. Skips when neither is there; a given NxDI that
+    cannot be imported fails, with its error."""
+    import importlib.util
+
+    from harness.backends.base import BackendError
+    from harness.session import import_nxdi_for_cpu
+
+    source = carbon_session.config.nxdi_source
+    if source is None and importlib.util.find_spec("neuronx_distributed_inference") is None:
+        pytest.skip(NXDI_TIER_SKIP)
+    try:
+        return import_nxdi_for_cpu(source)
+    except BackendError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def nxdi_cpu_engine(nxdi_cpu: Any, carbon_session: Session, carbon_tiny_checkpoint: Path):
+    """NxDI CPU-mode engines on the embedded default, one per (shape, variants), built on first use
+    and closed at the end of the session."""
+    from harness.backends.neuron import NeuronEngine
+
+    engines: dict[tuple[RunShape, tuple[str, ...]], NeuronEngine] = {}
+
+    def get(shape: RunShape, variants: tuple[str, ...] = ()) -> NeuronEngine:
+        if (shape, variants) not in engines:
+            carbon_session.progress(f"building carbon-tiny in NxDI CPU mode (shape {shape.name}, "
+                                    f"batch {shape.batch_size}{', ' + ', '.join(variants) if variants else ''})")
+            engines[shape, variants] = NeuronEngine(carbon_tiny_checkpoint, shape, DEFAULT_MODEL, variants=variants,
+                                                    hardware="cpu", cpu=True, nxdi_source=carbon_session.config.nxdi_source)
+        engine = engines[shape, variants]
+        engine.reset()
+        return engine
+
+    yield get
+    for engine in engines.values():
+        engine.close()
+
+
+@pytest.fixture
+def carbon_neuron_engine(request: pytest.FixtureRequest, carbon_session: Session, carbon_model: ModelRef,
+                         carbon_shape: RunShape) -> Engine:
+    """The neuron engine for this test's model and shape: the session's own under --carbon-backend
+    neuron (a device, or NxDI's CPU mode with --carbon-neuron-cpu); otherwise the NxDI CPU tier on
+    the embedded default. Skips saying what to provide when neither can run."""
+    if carbon_session.config.backend == "neuron":
+        return carbon_session.engine(carbon_model, carbon_shape)
+    if carbon_model.label != DEFAULT_MODEL or carbon_model.real:
+        pytest.skip(f"the NxDI CPU tier runs the embedded default {DEFAULT_MODEL} only; {carbon_model.label} needs "
+                    "--carbon-backend neuron (on a Trainium2 host, or with --carbon-neuron-cpu)")
+    return request.getfixturevalue("nxdi_cpu_engine")(carbon_shape)
 
 
 def round_ms(benchmark: Any) -> list[float]:

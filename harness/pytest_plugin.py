@@ -17,6 +17,7 @@ from harness.options import parse_nonneg_int, parse_positive_int
 from harness.session import Session, make_config, run_manifest
 
 REMOTE_TOKENIZER_ENV = "CARBON_REMOTE_TOKENIZER"
+NXDI_SOURCE_ENV = "CARBON_NXDI_SOURCE"
 CACHE_DIR_ENV = "CARBON_HARNESS_CACHE"
 SESSION_KEY = pytest.StashKey[Session]()
 
@@ -47,6 +48,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--carbon-cores-per-worker", type=parse_positive_int, metavar="N",
                     help="with pytest-xdist on a multi-chip host: each worker gets its own N NeuronCores "
                          "(NEURON_RT_VISIBLE_CORES)")
+    group.addoption("--carbon-neuron-cpu", action="store_true", default=False,
+                    help="neuron backend: run NxDI's own CPU mode (on_cpu=True, to_cpu(); tp 1, fp32) instead of a "
+                         "Trainium2 device; only the Neuron-only binary packages are stubbed")
+    group.addoption("--carbon-nxdi-source", metavar="DIR", default=os.environ.get(NXDI_SOURCE_ENV),
+                    help=f"an NxDI source checkout (or a folder with neuronx-distributed-inference/ and "
+                         f"neuronx-distributed/ side by side) for the NxDI CPU tier, instead of the installed "
+                         f"package (env: {NXDI_SOURCE_ENV})")
     group.addoption("--carbon-remote-tokenizer", metavar="CHECKPOINT", default=os.environ.get(REMOTE_TOKENIZER_ENV),
                     help=f"a real Carbon checkpoint whose published tokenizer (trust_remote_code) is compared with the "
                          f"builtin one (env: {REMOTE_TOKENIZER_ENV}); needs network or a warm HF cache for Qwen3")
@@ -67,13 +75,14 @@ def pytest_configure(config: pytest.Config) -> None:
         "hardware": config.getoption("carbon_hardware"), "runs": config.getoption("carbon_runs"),
         "warmup": config.getoption("carbon_warmup"), "variants": config.getoption("carbon_variants"),
         "cores_per_worker": config.getoption("carbon_cores_per_worker"),
+        "neuron_cpu": config.getoption("carbon_neuron_cpu"), "nxdi_source": config.getoption("carbon_nxdi_source"),
     }
     try:
         harness_config = make_config(options, Path(str(config.rootpath)))
         from harness.session import assign_worker_cores, check_backend_available
 
         assign_worker_cores(harness_config, os.environ.get("PYTEST_XDIST_WORKER", "master"))
-        check_backend_available(harness_config.backend)
+        check_backend_available(harness_config)
     except (ValueError, OSError, BackendError) as exc:
         raise pytest.UsageError(f"carbon-harness: {exc}") from None
     config.stash[SESSION_KEY] = Session(harness_config, progress=terminal_progress(config))
@@ -101,12 +110,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     cfg = session.config
     models = ", ".join(f"{m.label} ({m.path or 'synthetic, cache'})" for m in cfg.models)
-    return [
+    lines = [
         f"carbon-harness: backend={cfg.backend} device={cfg.device} dtype={cfg.dtype} hardware={cfg.hardware_name}",
         f"carbon-harness: models={models}",
         f"carbon-harness: shapes={', '.join(s.name for s in cfg.shapes)} runs={cfg.runs} warmup={cfg.warmup} "
         f"thresholds={len(cfg.thresholds)} from {', '.join(cfg.threshold_files) or 'none'} cache={cfg.cache_dir}",
     ]
+    from harness.session import nxdi_tier_line
+
+    return [*lines, nxdi_tier_line(cfg)]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

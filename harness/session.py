@@ -22,7 +22,7 @@ from harness.backends.base import BackendError, Engine
 from harness.checkpoint import cached_checkpoint, inspect_checkpoint, stderr_progress
 from harness.gates import Threshold, load_thresholds
 from harness.hardware import HardwareProfile, complete_profile, cpu_model, detect_profile_name, get_profile
-from harness.spec import MODELS, RunShape, SpecError, get_model, get_shape
+from harness.spec import MODELS, SHAPES, RunShape, SpecError, get_model, get_shape
 from harness.tokenizer import CarbonTokenizer
 from harness.versions import installed_versions
 
@@ -82,6 +82,8 @@ class HarnessConfig:
     model_root: Path | None = None
     variants: tuple[str, ...] = ()
     cores_per_worker: int | None = None
+    neuron_cpu: bool = False  # the neuron backend in NxDI's CPU mode
+    nxdi_source: Path | None = None  # NxDI from a source checkout instead of the installed package
 
 
 def parse_backend(value: str) -> str:
@@ -106,18 +108,88 @@ def assign_worker_cores(config: HarnessConfig, worker_id: str) -> str | None:
     return cores
 
 
-def check_backend_available(backend: str) -> None:
-    """Fail the session at start, once, when the backend cannot run on this machine."""
-    if backend == "neuron":
-        from harness.backends.neuron import neuron_unavailable_reason
+def check_backend_available(config: HarnessConfig) -> None:
+    """Fail the session at start, once, when the backend cannot run on this machine. For NxDI's CPU
+    mode this imports NxDI (stubbing only the Neuron-only packages), so an API break of a candidate
+    NxDI release, or a transformers it does not support, stops the session with its ImportError."""
+    if config.backend != "neuron":
+        return
+    if config.neuron_cpu:
+        import_nxdi_for_cpu(config.nxdi_source)
+        return
+    from harness.backends.neuron import neuron_unavailable_reason
 
-        reason = neuron_unavailable_reason()
-        if reason:
-            raise BackendError(f"--carbon-backend neuron cannot run here: {reason}")
+    reason = neuron_unavailable_reason()
+    if reason:
+        raise BackendError(f"--carbon-backend neuron cannot run here: {reason} (or add --carbon-neuron-cpu to run "
+                           "NxDI's CPU mode)")
+
+
+NXDI_CPU_MODULES = ("neuronx_distributed_inference.models.config",
+                    "neuronx_distributed_inference.models.llama.modeling_llama",
+                    "neuronx_distributed_inference.utils.hf_adapter")
+
+
+def import_nxdi_for_cpu(source: Path | None) -> Any:
+    """Import NxDI for its CPU mode (from ``source`` or the installed package) and return where it
+    came from; any failure is one BackendError naming NxDI's location, the import error and the
+    transformers version (NxDI 0.9 pins transformers==4.57.*)."""
+    import importlib
+
+    from harness.backends.neuron_stubs import NeuronImportError, install
+
+    try:
+        where = install(source)
+        for module in NXDI_CPU_MODULES:
+            importlib.import_module(module)
+    except NeuronImportError as exc:
+        raise BackendError(str(exc)) from None
+    except Exception as exc:  # an API break of this NxDI build or of its dependencies
+        versions = installed_versions(("transformers",))
+        raise BackendError(f"NxDI from {source or 'the installed package'} cannot be imported for its CPU mode: "
+                           f"{type(exc).__name__}: {exc} (transformers {versions.get('transformers')} is installed; "
+                           "NxDI 0.9 pins transformers==4.57.*)") from None
+    return where
+
+
+def nxdi_tier_line(config: HarnessConfig) -> str:
+    """The report-header line on the NxDI CPU tier: what runs it, or what would enable it."""
+    from harness.backends.neuron_stubs import installed
+
+    where = installed()
+    if where is not None:
+        stubbed = ", ".join(where.stubbed) or "nothing"
+        mode = "neuron backend in NxDI CPU mode" if config.neuron_cpu else "NxDI CPU-mode tests"
+        return f"carbon-harness: {mode}: NxDI from {where.nxdi_path}; stubbed Neuron-only packages: {stubbed}"
+    if config.nxdi_source is not None:
+        return f"carbon-harness: NxDI CPU tier: NxDI from {config.nxdi_source} (imported on first use)"
+    return ("carbon-harness: NxDI CPU tier: off (pass --carbon-nxdi-source DIR, an NxDI checkout, in a transformers "
+            "4.57 environment: nox -s trn2-stack)")
+
+
+def engines_to_unload(resident: list[tuple[Any, float | None]], new_bytes: float | None,
+                      budget: float | None) -> list[Any]:
+    """Which resident engines (least recently used first, with their planned bytes per rank) to
+    close so that the next one fits the per-rank HBM ``budget``. Unknown sizes are not guessed:
+    with one, everything resident is closed. No budget (not a device): nothing is closed."""
+    if budget is None:
+        return []
+    if new_bytes is None or any(b is None for _, b in resident):
+        return [k for k, _ in resident]
+    total = new_bytes + sum(b for _, b in resident if b is not None)
+    out = []
+    for k, b in resident:
+        if total <= budget:
+            break
+        out.append(k)
+        total -= b or 0.0
+    return out
 
 
 class Session:
-    """The engines of a session, built once per (model, shape) and closed at the end."""
+    """The engines of a session, built once per (model, shape) and closed at the end. On a Neuron
+    device, engines that would not fit in HBM beside the next one are closed first (several 8B
+    shapes do not fit together); pytest groups tests by model and shape, so that is rare."""
 
     def __init__(self, config: HarnessConfig, progress: Callable[[str], None] = stderr_progress) -> None:
         self.config = config
@@ -146,15 +218,43 @@ class Session:
             self._tokenizers[ref.label] = CarbonTokenizer.from_checkpoint(self.checkpoint(ref))
         return self._tokenizers[ref.label]
 
+    def _planned_bytes(self, label: str, shape: RunShape) -> float | None:
+        """HBM bytes per rank of a neuron engine (weights + KV cache; doubled once the output-logits
+        build of the same shape is loaded beside it), None when its architecture is unknown."""
+        from harness.plan import make_plan
+
+        spec = MODELS.get(label)
+        if spec is None:
+            return None
+        plan = make_plan(spec, shape, self.hardware)
+        return plan.weight_bytes_per_rank + plan.kv_bytes_per_rank
+
+    def _make_room(self, ref: ModelRef, shape: RunShape) -> None:
+        if self.config.backend != "neuron" or self.config.neuron_cpu:
+            return
+        budget = self.hardware.per_core(self.hardware.memory_bytes)
+        resident = []
+        for (label, shape_name), engine in self._engines.items():
+            planned = self._planned_bytes(label, get_shape(shape_name) if shape_name in SHAPES else shape)
+            copies = 2 if getattr(engine, "_logits_model", None) is not None else 1
+            resident.append(((label, shape_name), None if planned is None else planned * copies))
+        for key in engines_to_unload(resident, self._planned_bytes(ref.label, shape), budget):
+            self.progress(f"unloading {key[0]}/{key[1]}: it and {ref.label}/{shape.name} do not fit in HBM together")
+            self._engines.pop(key).close()
+
     def engine(self, ref: ModelRef, shape: RunShape) -> Engine:
         key = (ref.label, shape.name)
-        if key not in self._engines:
+        if key in self._engines:
+            self._engines[key] = self._engines.pop(key)  # most recently used last
+        else:
+            self._make_room(ref, shape)
             path = self.checkpoint(ref)
             self.progress(f"loading {ref.label} ({self.config.backend}, shape {shape.name}) from {path}")
             start = time.perf_counter()
             engine = make_engine(self.config.backend, path, shape, ref.label, device=self.config.device,
                                  dtype=self.config.dtype, cache_dir=self.config.cache_dir,
-                                 variants=self.config.variants, hardware=self.config.hardware_name)
+                                 variants=self.config.variants, hardware=self.config.hardware_name,
+                                 neuron_cpu=self.config.neuron_cpu, nxdi_source=self.config.nxdi_source)
             self.load_log.append({"model": ref.label, "shape": shape.name, "load_s": engine.info.load_s,
                                   "compile_s": engine.info.compile_s, "total_s": time.perf_counter() - start})
             self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s")
@@ -235,8 +335,21 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
         variants = check_variants(options.get("variants") or ())
     except BackendError as exc:
         raise ValueError(f"--carbon-variant: {exc}") from None
+    cores = options.get("cores_per_worker")
+    for shape in shapes:
+        if cores and cores < shape.tp_degree:
+            raise ValueError(f"--carbon-cores-per-worker {cores} is less than shape {shape.name!r} tp_degree="
+                             f"{shape.tp_degree}: each worker needs at least tp_degree logical cores")
+    neuron_cpu = bool(options.get("neuron_cpu"))
+    if neuron_cpu and backend != "neuron":
+        raise ValueError(f"--carbon-neuron-cpu runs the neuron backend in NxDI's CPU mode: add --carbon-backend neuron "
+                         f"(the backend is {backend!r})")
+    nxdi_source = Path(options["nxdi_source"]).expanduser() if options.get("nxdi_source") else None
+    if nxdi_source is not None and not nxdi_source.is_dir():
+        raise ValueError(f"--carbon-nxdi-source {nxdi_source} is not a directory (give an NxDI source checkout)")
     return HarnessConfig(backend=backend, models=models, shapes=shapes, device=options.get("device", "auto"),
                          dtype=options.get("dtype", "auto"),
                          cache_dir=Path(options["cache_dir"]).expanduser(), thresholds=load_thresholds(files),
                          threshold_files=[str(f) for f in files], hardware_name=hardware, runs=runs, warmup=warmup,
-                         model_root=model_root, variants=variants, cores_per_worker=options.get("cores_per_worker"))
+                         model_root=model_root, variants=variants, cores_per_worker=options.get("cores_per_worker"),
+                         neuron_cpu=neuron_cpu, nxdi_source=nxdi_source)

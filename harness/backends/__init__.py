@@ -16,7 +16,7 @@ BACKENDS = ("hf", "neuron")
 
 def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",
                 dtype: str = "auto", cache_dir: Path | None = None, variants: tuple[str, ...] = (),
-                hardware: str = "trn2.3xlarge") -> Engine:
+                hardware: str = "trn2.3xlarge", neuron_cpu: bool = False, nxdi_source: Path | None = None) -> Engine:
     if backend == "hf":
         from harness.backends.hf import HFEngine
 
@@ -26,5 +26,6 @@ def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str
     if backend == "neuron":
         from harness.backends.neuron import NeuronEngine
 
-        return NeuronEngine(checkpoint, shape, model_name, cache_dir=cache_dir, variants=variants, hardware=hardware)
+        return NeuronEngine(checkpoint, shape, model_name, cache_dir=cache_dir, variants=variants, hardware=hardware,
+                            cpu=neuron_cpu, nxdi_source=nxdi_source)
     raise BackendError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")

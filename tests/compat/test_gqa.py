@@ -80,11 +80,11 @@ def test_bad_inputs(heads, kv, tp, message):
 @pytest.mark.neuron
 @pytest.mark.parametrize("model", CARBON)
 @pytest.mark.parametrize("tp", TP_DEGREES)
-def test_live_nxdi_agrees_with_the_plan(model, tp):
-    gqa = pytest.importorskip(
-        "neuronx_distributed_inference.modules.attention.gqa",
-        reason="needs neuronx-distributed-inference (pip install -e '.[neuron]' on a Neuron host) to compare the "
-               "plan with NxDI's own determine_sharding_strategy / get_shardable_head_counts")
+def test_live_nxdi_agrees_with_the_plan(nxdi_cpu, model, tp):
+    """NxDI's own determine_sharding_strategy / get_shardable_head_counts, imported from the
+    installed package or --carbon-nxdi-source (the NxDI CPU tier)."""
+    from neuronx_distributed_inference.modules.attention import gqa
+
     spec = MODELS[model]
     strategy = gqa.determine_sharding_strategy(tp, spec.num_key_value_heads)
     heads, kv = gqa.get_shardable_head_counts(tp, spec.num_attention_heads, spec.num_key_value_heads, strategy)

@@ -4,6 +4,7 @@ cache validation and locking with real files and processes, GQA log parsing, cor
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,17 +17,25 @@ from harness.backends.neuron import (
     KEY_FILE,
     VARIANTS,
     adapter_generate_kwargs,
+    baseline_kernels,
     check_sharding,
+    check_variants,
+    compile_env_key,
+    compile_work_dir,
     compiled_dir_problem,
+    decode_attention_mask,
+    environment,
     generated_tokens,
     load_sharding_log,
     neuron_artifact_key,
     neuron_config_kwargs,
     neuron_unavailable_reason,
     observed_strategy,
+    package_digest,
     pad_rows,
     parse_sharding_log,
     save_sharding_log,
+    variant_env,
     visible_cores,
 )
 from harness.plan import CONVERT_TO_MHA, REPLICATE, attention_sharding
@@ -43,8 +52,8 @@ def reference_kwargs(bs, ctx, seq, new):
     return {"tp_degree": 4, "batch_size": bs, "ctx_batch_size": bs, "max_context_length": ctx, "seq_len": seq,
             "max_length": seq, "max_new_tokens": new, "torch_dtype": "bfloat16", "logical_nc_config": 2,
             "enable_bucketing": True, "context_encoding_buckets": [ctx], "token_generation_buckets": [seq],
-            "on_device_sampling_config": SAMPLING, "pad_token_id": 151643, "padding_side": "right",
-            "fused_qkv": False}
+            "on_device_sampling_config": SAMPLING, "padding_side": "right", "fused_qkv": False,
+            "save_sharded_checkpoint": True}
 
 
 @pytest.mark.parametrize("shape,expected", [
@@ -60,19 +69,85 @@ def test_kwargs_are_what_the_reference_runs_compiled(model, shape, expected):
 
 
 def test_variants_of_the_optimisation_pass():
-    kw = neuron_config_kwargs("carbon-3b", "a100-style-bs16", ["fused-qkv", "kv-cache-fp8", "topk-kernel", "nki-cte-mlp"])
-    assert kw["fused_qkv"] and kw["qkv_kernel_enabled"] and kw["kv_cache_quant"]
-    assert kw["attn_kernel_enabled"] and kw["mlp_kernel_enabled"]
-    assert kw["on_device_sampling_config"] == {**SAMPLING, "top_k_kernel_enabled": True}
+    kw = neuron_config_kwargs("carbon-3b", "a100-style-bs16", ["qkv-kernel", "kv-cache-fp8", "mlp-kernel",
+                                                               "no-flash-attention"])
+    assert kw["fused_qkv"] and kw["qkv_kernel_enabled"] and kw["kv_cache_quant"] and kw["mlp_kernel_enabled"]
+    assert kw["kv_quant_config"] == {"direct_cast": True} and kw["attn_kernel_enabled"] is False
     assert neuron_config_kwargs("carbon-3b", "a100-style-bs16")["on_device_sampling_config"] == SAMPLING  # not mutated
-    assert set(VARIANTS) == {"fused-qkv", "kv-cache-fp8", "topk-kernel", "nki-cte-mlp"}
+    assert set(VARIANTS) == {"fused-qkv", "qkv-kernel", "kv-cache-fp8", "mlp-kernel", "no-flash-attention"}
+    assert variant_env(["kv-cache-fp8"]) == {"XLA_HANDLE_SPECIAL_SCALAR": "1", "UNSAFE_FP8FNCAST": "1"}
 
 
-def test_unknown_variant_and_names():
-    with pytest.raises(BackendError, match="unknown variant 'fp4'; known variants: fused-qkv"):
-        neuron_config_kwargs("carbon-3b", "smoke", ["fp4"])
-    with pytest.raises(ValueError, match="unknown model 'carbon-1b'"):
-        neuron_config_kwargs("carbon-1b", "smoke")
+@pytest.mark.parametrize("name", ["topk-kernel", "nki-cte-mlp"])
+def test_retired_variants_say_why(name):
+    with pytest.raises(BackendError, match=f"variant '{name}' was removed: "):
+        check_variants([name])
+
+
+@pytest.mark.parametrize("shape,lnc,expected", [
+    ("report-bs1", 2, "sharded-kernel"),  # CTE bucket 256 at LNC 2: the reference runs had flash attention
+    ("smoke", 2, "none"),  # bucket 32
+    ("report-bs1", 1, "none"),
+])
+def test_the_baselines_kernels_are_explicit(shape, lnc, expected, monkeypatch):
+    monkeypatch.delenv("NEURON_LOGICAL_NC_CONFIG", raising=False)
+    kernels = baseline_kernels({**neuron_config_kwargs("carbon-3b", shape), "logical_nc_config": lnc})
+    assert kernels == {"cte_flash_attention": expected, "qkv_kernel": False, "mlp_kernel": False, "top_k_kernel": True,
+                       "kv_cache_dtype": "bfloat16", "logical_nc_config": lnc}
+    off = baseline_kernels(neuron_config_kwargs("carbon-3b", shape, ["no-flash-attention"]))
+    assert off["cte_flash_attention"] == "none"
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")  # overrides the kwarg, as NxDI's _get_lnc does
+    assert baseline_kernels(neuron_config_kwargs("carbon-3b", "report-bs1"))["cte_flash_attention"] == "none"
+
+
+def test_cpu_mode_kwargs_are_the_reference_with_what_cpu_mode_requires():
+    device = neuron_config_kwargs("carbon-tiny", "smoke")
+    cpu = neuron_config_kwargs("carbon-tiny", "smoke", on_cpu=True)
+    assert {k: v for k, v in cpu.items() if device.get(k) != v} == {
+        "on_cpu": True, "tp_degree": 1, "max_context_length": 160, "context_encoding_buckets": [160],
+        "torch_dtype": "float32", "attn_kernel_enabled": False}
+
+
+def test_decode_mask_has_ones_exactly_below_each_position():
+    mask = decode_attention_mask(torch.tensor([[3], [1], [5]]), 5)
+    assert mask.tolist() == [[1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1]]
+
+
+def test_compile_env_enters_the_key_and_each_build_gets_its_own_work_dir(tmp_path):
+    assert compile_env_key([], {"NEURON_LOGICAL_NC_CONFIG": "1", "HOME": "/root"}) == {"NEURON_LOGICAL_NC_CONFIG": "1"}
+    assert compile_env_key(["kv-cache-fp8"], {})["UNSAFE_FP8FNCAST"] == "1"
+    kw = neuron_config_kwargs("carbon-3b", "report-bs1")
+    keys = {neuron_artifact_key("f00d", SHAPES["report-bs1"], kw, VERSIONS, env).digest
+            for env in ({}, {"NEURON_LOGICAL_NC_CONFIG": "1"}, {"NEURON_LOGICAL_NC_CONFIG": "2"})}
+    assert len(keys) == 3
+    a, b = tmp_path / ".key.123.partial", tmp_path / ".key.456.partial"
+    assert compile_work_dir(a) != compile_work_dir(b) and compile_work_dir(a).parent == tmp_path
+
+
+def test_environment_sets_and_restores(monkeypatch):
+    monkeypatch.setenv("CARBON_PROBE_A", "old")
+    monkeypatch.delenv("CARBON_PROBE_B", raising=False)
+    with environment({"CARBON_PROBE_A": "new", "CARBON_PROBE_B": "1"}):
+        assert (os.environ["CARBON_PROBE_A"], os.environ["CARBON_PROBE_B"]) == ("new", "1")
+    assert os.environ["CARBON_PROBE_A"] == "old" and "CARBON_PROBE_B" not in os.environ
+
+
+def test_package_digest_changes_with_the_source(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("x = 1\n")
+    before = package_digest(pkg)
+    assert package_digest(pkg) == before
+    (pkg / "a.py").write_text("x = 2\n")
+    assert package_digest(pkg) != before
+
+
+def test_neuron_extra_pins_both_neuron_libraries():
+    import tomllib
+
+    extra = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    pins = extra["project"]["optional-dependencies"]["neuron"]
+    assert "neuronx-distributed-inference==0.9.*" in pins and "neuronx-distributed==0.18.*" in pins
 
 
 def test_module_imports_without_nxdi():
@@ -105,6 +180,9 @@ def fake_compile(tmp: Path, key) -> None:
     """Stands in for NxDI's compile, which cannot run here: the files it leaves behind."""
     (tmp / "neuron_config.json").write_text(json.dumps({"neuron_config": key.options["neuron_config"]}))
     (tmp / "model.pt").write_bytes(b"traced")
+    (tmp / "weights").mkdir()
+    for rank in range(key.options["neuron_config"]["tp_degree"]):
+        (tmp / "weights" / f"tp{rank}_sharded_checkpoint.safetensors").write_bytes(b"w")
     (tmp / KEY_FILE).write_text(key.canonical())
 
 
@@ -120,8 +198,9 @@ def test_complete_fake_artifact_is_accepted(tmp_path):
     (lambda d: (d / "neuron_config.json").write_text("{"), "neuron_config.json is not valid JSON"),
     (lambda d: (d / "neuron_config.json").unlink(), "neuron_config.json is missing"),
     (lambda d: (d / KEY_FILE).write_text('{"other": 1}'), "names a different artifact key"),
-    (lambda d: ((d / "weights").mkdir(), (d / "weights" / "tp0_sharded_checkpoint.safetensors").write_bytes(b"x")),
+    (lambda d: [(d / "weights" / f"tp{r}_sharded_checkpoint.safetensors").unlink() for r in (1, 2, 3)],
      "lacks the sharded checkpoints of ranks [1, 2, 3]"),
+    (lambda d: __import__("shutil").rmtree(d / "weights"), "built with save_sharded_checkpoint"),
 ])
 def test_damaged_artifacts_are_named(tmp_path, damage, problem):
     key = key_for()
@@ -226,7 +305,7 @@ def test_pad_rows_fills_the_static_batch(carbon_tokenizer):
 def test_adapter_kwargs_force_exact_lengths(carbon_tokenizer):
     batch = Batch.from_prompts(carbon_tokenizer, ["<dna>ACGTAC"])
     kw = adapter_generate_kwargs(batch, 180)
-    assert (kw["max_new_tokens"], kw["min_new_tokens"], kw["do_sample"], kw["pad_token_id"]) == (180, 180, False, 151643)
+    assert (kw["max_new_tokens"], kw["do_sample"], kw["pad_token_id"], kw["eos_token_id"]) == (180, False, 151643, [])
     assert kw["input_ids"] is batch.input_ids and kw["attention_mask"] is batch.attention_mask
 
 

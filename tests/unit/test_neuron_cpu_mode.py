@@ -1,0 +1,132 @@
+"""The pieces around NxDI's CPU mode that need no NxDI: where a source tree is looked up, how the
+Neuron-only packages are stubbed (in a fresh process: stubbing changes the import system), the
+options that select the tier, and which engines a Neuron session unloads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.backends.neuron_stubs import NeuronImportError, source_roots
+from harness.session import engines_to_unload, make_config
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_tree(root: Path, *packages: str) -> Path:
+    for package in packages:
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text("")
+    return root
+
+
+def test_source_roots_accepts_a_checkout_and_the_vendor_layout(tmp_path):
+    checkout = make_tree(tmp_path / "nxdi", "src/neuronx_distributed_inference")
+    assert source_roots(checkout) == (checkout / "src", None)
+    vendor = make_tree(tmp_path / "vendor", "neuronx-distributed-inference/src/neuronx_distributed_inference",
+                       "neuronx-distributed/src/neuronx_distributed")
+    assert source_roots(vendor) == (vendor / "neuronx-distributed-inference" / "src",
+                                    vendor / "neuronx-distributed" / "src")
+
+
+def test_source_roots_names_what_it_needs(tmp_path):
+    with pytest.raises(NeuronImportError, match="holds no neuronx_distributed_inference package: give an NxDI checkout"):
+        source_roots(tmp_path)
+    with pytest.raises(NeuronImportError, match="is not a directory"):
+        source_roots(tmp_path / "missing")
+
+
+STUB_PROBE = """
+import torch
+from harness.backends.neuron_stubs import NeuronStubCalled, install
+from pathlib import Path
+where = install(Path({source!r}))
+import torch_neuronx.xla_impl.ops as ops
+from torch_neuronx.utils import get_platform_target
+from neuronxcc import nki
+
+assert get_platform_target() == "trn2"
+
+@nki.jit
+def kernel(x):
+    return x + 1
+
+assert kernel(1) == 2  # a stub decorator leaves the function as it is
+
+class Op(ops.SomeBase):
+    def __init__(self, v):
+        self.v = v
+
+assert Op(3).v == 3  # a stub can be subclassed
+try:
+    ops.rms_norm(torch.ones(2))
+except NeuronStubCalled as exc:
+    print("called:", exc)
+import neuronx_distributed_inference
+print("stubbed:", ",".join(where.stubbed))
+"""
+
+
+def test_neuron_only_packages_are_stubbed_and_calling_them_on_tensors_fails(tmp_path):
+    source = make_tree(tmp_path / "vendor", "neuronx-distributed-inference/src/neuronx_distributed_inference",
+                       "neuronx-distributed/src/neuronx_distributed")
+    r = subprocess.run([sys.executable, "-c", STUB_PROBE.format(source=str(source))], capture_output=True, text=True,
+                       timeout=120, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert "called: torch_neuronx.xla_impl.ops.rms_norm was called on tensors: it is Neuron-only code" in r.stdout
+    assert "stubbed: torch_xla,torch_neuronx,nki,nkilib,libneuronxla,neuronxcc" in r.stdout
+
+
+def test_an_nxdi_that_fails_to_import_stops_the_session_with_its_error(tmp_path):
+    """An API break of a candidate NxDI release shows up at session start, in one line."""
+    source = make_tree(tmp_path / "candidate", "neuronx-distributed-inference/src/neuronx_distributed_inference",
+                       "neuronx-distributed/src/neuronx_distributed")
+    models = source / "neuronx-distributed-inference/src/neuronx_distributed_inference/models"
+    models.mkdir()
+    (models / "__init__.py").write_text("")
+    (models / "config.py").write_text("from transformers import RenamedInThisRelease\n")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", "tests/unit/test_spec.py",
+                        "--carbon-backend", "neuron", "--carbon-neuron-cpu", "--carbon-nxdi-source", str(source)],
+                       capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "cannot be imported for its CPU mode: ImportError: cannot import name 'RenamedInThisRelease'" in r.stderr
+    assert "NxDI 0.9 pins transformers==4.57.*" in r.stderr
+
+
+def options(**changes):
+    base = {"backend": "hf", "models": None, "model_root": None, "shapes": None, "device": "auto", "dtype": "auto",
+            "cache_dir": "~/.cache/carbon-harness", "thresholds": None, "hardware": "cpu", "runs": 5, "warmup": 1,
+            "variants": None, "cores_per_worker": None, "neuron_cpu": False, "nxdi_source": None}
+    return {**base, **changes}
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"neuron_cpu": True}, "--carbon-neuron-cpu runs the neuron backend in NxDI's CPU mode: add --carbon-backend neuron"),
+    ({"nxdi_source": "/nonexistent/nxdi"}, "--carbon-nxdi-source /nonexistent/nxdi is not a directory"),
+    ({"backend": "neuron", "cores_per_worker": 2, "shapes": ["smoke"]},
+     "--carbon-cores-per-worker 2 is less than shape 'smoke' tp_degree=4"),
+])
+def test_bad_neuron_options_are_named(changes, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        make_config(options(**changes), REPO)
+
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize("resident,new,budget,unload", [
+    ([], 10 * GIB, 24 * GIB, []),
+    ([("a", 10 * GIB), ("b", 10 * GIB)], 3 * GIB, 24 * GIB, []),  # 23 GiB fit
+    ([("a", 10 * GIB), ("b", 10 * GIB)], 5 * GIB, 24 * GIB, ["a"]),  # least recently used first
+    ([("a", 10 * GIB), ("b", 10 * GIB)], 20 * GIB, 24 * GIB, ["a", "b"]),
+    ([("a", None), ("b", 1 * GIB)], 1 * GIB, 24 * GIB, ["a", "b"]),  # an unknown size is not guessed
+    ([("a", 10 * GIB)], None, 24 * GIB, ["a"]),
+    ([("a", 10 * GIB)], 30 * GIB, None, []),  # no HBM budget: not a device
+])
+def test_engines_to_unload(resident, new, budget, unload):
+    assert engines_to_unload(resident, new, budget) == unload
