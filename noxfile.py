@@ -40,13 +40,21 @@ def install_harness(session: nox.Session, *extra: str) -> None:
 
 @nox.session(name="trn2-stack")
 def trn2_stack(session: nox.Session) -> None:
-    """transformers 4.57.* as NxDI 0.9 pins it; the NxDI CPU-mode tier runs here."""
+    """transformers 4.57.* as NxDI 0.9 pins it. With an NxDI source, the NxDI CPU tier runs in the
+    suite, and the perf path of the neuron backend runs once through NxDI's CPU mode (smoke shape:
+    NxDI's CPU mode decodes ~20x slower than transformers on the CPU, so the longer suites are left
+    to the main job on hardware)."""
     install_harness(session, "transformers==4.57.*")
-    args = list(session.posargs)
     source = nxdi_source()
-    if source:
-        args = ["--carbon-nxdi-source", source, *args]
-    session.run("pytest", *args)
+    if not source:
+        session.warn("no NxDI source (../shared/vendor or $CARBON_NXDI_SOURCE): the NxDI CPU tier is skipped")
+        session.run("pytest", *session.posargs)
+        return
+    session.run("pytest", "--carbon-nxdi-source", source, *session.posargs)
+    if not session.posargs:
+        session.run("pytest", "-m", "perf", "tests/perf/test_latency.py", "--carbon-backend", "neuron",
+                    "--carbon-neuron-cpu", "--carbon-nxdi-source", source, "--carbon-shape", "smoke",
+                    "--carbon-runs", "2", "--benchmark-json", str(ROOT / ".nox" / "nxdi-cpu-perf.json"))
 
 
 @nox.session(name="latest")

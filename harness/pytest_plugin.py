@@ -43,7 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--carbon-runs", type=parse_positive_int, default=5, help="timed rounds per benchmark")
     group.addoption("--carbon-warmup", type=parse_nonneg_int, default=1, help="untimed warm-up rounds per benchmark")
     group.addoption("--carbon-variant", action="append", dest="carbon_variants", metavar="NAME",
-                    help="neuron backend, repeatable: fused-qkv, kv-cache-fp8, topk-kernel, nki-cte-mlp "
+                    help="neuron backend, repeatable: fused-qkv, qkv-kernel, kv-cache-fp8, mlp-kernel, no-flash-attention "
                          "(the reference optimisation pass)")
     group.addoption("--carbon-cores-per-worker", type=parse_positive_int, metavar="N",
                     help="with pytest-xdist on a multi-chip host: each worker gets its own N NeuronCores "
@@ -119,6 +119,16 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     from harness.session import nxdi_tier_line
 
     return [*lines, nxdi_tier_line(cfg)]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say which tiers were skipped and what would enable each."""
+    from harness.tiers import skipped_tiers
+
+    reasons = [str(r.longrepr[2]) for r in terminalreporter.stats.get("skipped", [])
+               if isinstance(r.longrepr, tuple) and len(r.longrepr) == 3]
+    for line in skipped_tiers(reasons):
+        terminalreporter.write_line(f"carbon-harness: {line}")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

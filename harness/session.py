@@ -306,8 +306,24 @@ def run_manifest(session: Session) -> dict[str, Any]:
         "variants": list(cfg.variants),
         "neuron_rt_visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
         "engines": session.load_log,
+        "nxdi": nxdi_manifest(),
         "argv": sys.argv,
     }
+
+
+def nxdi_manifest() -> dict[str, Any] | None:
+    """Which NxDI build this process imports, from where, and what was stubbed (None: no NxDI)."""
+    import importlib.util
+
+    from harness.backends.neuron_stubs import installed
+
+    where = installed()
+    if where is None and importlib.util.find_spec("neuronx_distributed_inference") is None:
+        return None
+    from harness.backends.neuron import nxdi_build
+
+    return {**nxdi_build(), "source": where.source if where else None,
+            "stubbed_packages": list(where.stubbed) if where else []}
 
 
 def default_threshold_paths(rootdir: Path) -> list[Path]:

@@ -248,8 +248,12 @@ def nxdi_build() -> dict[str, str]:
         spec = importlib.util.find_spec(module)
         if spec is None or not spec.submodule_search_locations:
             continue
-        location = next(iter(spec.submodule_search_locations))
-        out[f"{label}_path"] = location
+        location = Path(next(iter(spec.submodule_search_locations)))
+        out[f"{label}_path"] = str(location)
+        version = re.search(r'__version__\s*=\s*"([^"]+)"', (location / "_version.py").read_text()) \
+            if (location / "_version.py").is_file() else None
+        if version:
+            out[f"{label}_version"] = version.group(1)
         out[f"{label}_sha256"] = package_digest(location)
     return out
 

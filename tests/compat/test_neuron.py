@@ -288,3 +288,14 @@ def test_nxdi_still_reads_a_pad_slot_for_one_token_prompts(nxdi_cpu_engine, hf_r
     expected = hf_reference.generate(batch, 2).tokens
     assert torch.equal(out[1], expected[1])  # the two-token row is right
     assert not torch.equal(out[0], expected[0]), "NxDI now handles one-token prompts: lift MIN_PROMPT_TOKENS"
+
+
+def test_header_and_manifest_say_what_was_stubbed(nxdi_cpu, carbon_session):
+    from harness.session import nxdi_tier_line, run_manifest
+
+    line = nxdi_tier_line(carbon_session.config)
+    assert f"NxDI from {nxdi_cpu.nxdi_path}" in line
+    assert f"stubbed Neuron-only packages: {', '.join(nxdi_cpu.stubbed)}" in line
+    manifest = run_manifest(carbon_session)["nxdi"]
+    assert manifest["stubbed_packages"] == list(nxdi_cpu.stubbed) and len(manifest["nxdi_sha256"]) == 16
+    assert manifest["nxdi_version"].count(".") == 2  # from the package's _version.py

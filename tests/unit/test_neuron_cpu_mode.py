@@ -130,3 +130,13 @@ GIB = 2**30
 ])
 def test_engines_to_unload(resident, new, budget, unload):
     assert engines_to_unload(resident, new, budget) == unload
+
+
+def test_skipped_tiers_say_what_enables_them():
+    from harness.fixtures import NXDI_TIER_SKIP
+    from harness.tiers import skipped_tiers
+
+    lines = skipped_tiers([NXDI_TIER_SKIP, NXDI_TIER_SKIP, "benchmarks disabled"])
+    assert lines == ["NxDI CPU tier skipped (2 tests): to run it, nox -s trn2-stack, or pytest --carbon-nxdi-source "
+                     "DIR (an NxDI checkout) with transformers 4.57"]
+    assert skipped_tiers(["anything else"]) == []
