@@ -22,7 +22,7 @@ from harness.backends.base import BackendError, Engine
 from harness.checkpoint import cached_checkpoint, inspect_checkpoint, stderr_progress
 from harness.gates import Threshold, load_thresholds
 from harness.hardware import HardwareProfile, complete_profile, cpu_model, detect_profile_name, get_profile
-from harness.spec import MODELS, SHAPES, RunShape, SpecError, get_model, get_shape
+from harness.spec import MODELS, RunShape, SpecError, get_model, get_shape
 from harness.tokenizer import CarbonTokenizer
 from harness.versions import installed_versions
 
@@ -235,7 +235,7 @@ class Session:
         budget = self.hardware.per_core(self.hardware.memory_bytes)
         resident = []
         for (label, shape_name), engine in self._engines.items():
-            planned = self._planned_bytes(label, get_shape(shape_name) if shape_name in SHAPES else shape)
+            planned = self._planned_bytes(label, engine.shape)
             copies = 2 if getattr(engine, "_logits_model", None) is not None else 1
             resident.append(((label, shape_name), None if planned is None else planned * copies))
         for key in engines_to_unload(resident, self._planned_bytes(ref.label, shape), budget):
