@@ -150,6 +150,16 @@ def check_rows_fit(engine: Engine, tokens: int, batch_size: int) -> None:
                            "--rope-scaling yarn:FACTOR) or score a shorter window")
 
 
+def check_shape_fits_checkpoint(checkpoint: str | Path, shape: RunShape) -> None:
+    """Before an engine is built (compiled, on neuron) for ``shape``: its positions must fit the
+    checkpoint's max_position_embeddings (rope scaling included)."""
+    limit = checkpoint_max_positions(checkpoint)
+    if limit is not None and shape.seq_len > limit:
+        raise ScoringError(f"shape {shape.name!r} needs {shape.seq_len} positions but the checkpoint {checkpoint} has "
+                           f"max_position_embeddings={limit}; extend it with YaRN (carbon-harness checkpoint "
+                           "--rope-scaling yarn:FACTOR) or use a shorter shape")
+
+
 def checkpoint_max_positions(checkpoint: str | Path) -> int | None:
     config = Path(checkpoint) / "config.json"
     try:

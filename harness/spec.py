@@ -233,7 +233,7 @@ SHAPES: dict[str, RunShape] = {
         # Scoring (prefill only, logits at every position; max_new_tokens is RunShape's minimum, unused):
         # VEP batches of windows up to 1,530 bp, and long-context scans of <dna> + up to 6 x (ctx - 1) bp.
         RunShape("vep-bs8", batch_size=8, max_context_length=256, seq_len=256, max_new_tokens=1, prompt_bp=1530),
-        RunShape("scan-cpu", batch_size=1, max_context_length=1024, seq_len=1024, max_new_tokens=1, prompt_bp=6138),
+        RunShape("scan-cpu", batch_size=1, max_context_length=512, seq_len=512, max_new_tokens=1, prompt_bp=3066),
         RunShape("scan-8k", batch_size=1, max_context_length=8192, seq_len=8192, max_new_tokens=1, prompt_bp=49146),
         RunShape("scan-32k", batch_size=1, max_context_length=32768, seq_len=32768, max_new_tokens=1,
                  prompt_bp=196602),
