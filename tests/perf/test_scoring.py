@@ -58,7 +58,7 @@ def measure(benchmark, session, run):
     return timed_results(benchmark, results, session.config.warmup, session.config.runs)
 
 
-def gate_scoring(benchmark, session, engine, gate, label, timed, variants):
+def gate_scoring(benchmark, session, engine, gate, workload, label, timed, variants):
     """Figures of the timed rounds (CTE per batch pooled over them), recorded and gated."""
     first = timed[0]
     figures = scoring_figures(variants, first.scored_bp, round_ms(benchmark), [ms for r in timed for ms in r.batch_ms],
@@ -66,7 +66,7 @@ def gate_scoring(benchmark, session, engine, gate, label, timed, variants):
     assert all(math.isfinite(v) and v > 0 for v in figures.values())
     rows = Batch.from_ids([[0] * (1 + first.window_bp // 6)] * first.batch_size)
     context = engine_context(engine, session.hardware.name, rows, 0)
-    context.update(workload=label, variants=variants, window_bp=first.window_bp)
+    context.update(workload=workload, variants=variants, window_bp=first.window_bp)
     gate(benchmark, model=engine.info.model, shape=label, figures=figures, context=context)
 
 
@@ -83,7 +83,8 @@ def test_vep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, 
     assert all(math.isfinite(s.site_score) and math.isfinite(s.window_score) for s in first.scores)
     assert all(r.scores == first.scores for r in timed), "scoring must be deterministic"
     assert len(first.batch_ms) == math.ceil((len(fixture_variants) + 1) / engine.shape.batch_size)
-    gate_scoring(benchmark, carbon_session, engine, carbon_gate, engine.info.shape, timed, len(fixture_variants))
+    gate_scoring(benchmark, carbon_session, engine, carbon_gate, "vep", engine.info.shape, timed,
+                 len(fixture_variants))
 
 
 def test_sweep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, carbon_gate, window):
@@ -100,7 +101,8 @@ def test_sweep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer
         trio = first.scores[i:i + 3]
         total = math.exp(trio[0].ref_log_prob) + sum(math.exp(s.alt_log_prob) for s in trio)
         assert total == pytest.approx(1.0, rel=1e-4)
-    gate_scoring(benchmark, carbon_session, engine, carbon_gate, f"{engine.info.shape}-sweep", timed, len(sweep))
+    gate_scoring(benchmark, carbon_session, engine, carbon_gate, "sweep", f"{engine.info.shape}-sweep", timed,
+                 len(sweep))
 
 
 def test_scan(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, carbon_gate):

@@ -254,3 +254,25 @@ def test_scoring_neuron_kwargs_refuse_a_context_the_model_lacks():
     spec = MODELS["carbon-3b"].with_rope_scaling(RopeScaling(4.0, 16384))
     assert scoring_neuron_config_kwargs(spec, "scan-64k")["max_context_length"] == 65536
     assert math.isclose(spec.rope_scaling.factor, 4.0)
+
+
+# -- report -------------------------------------------------------------------------------------
+
+def test_report_shows_scoring_beside_generation(tmp_path):
+    from harness.report import load_results, markdown
+
+    bench = [
+        {"name": "test_e2e[carbon-tiny-smoke]", "group": "e2e-smoke", "stats": {"median": 0.5},
+         "extra_info": {"model": "carbon-tiny", "shape": "smoke", "e2e_ms_p50": 500.0, "tokens_per_s": 256.0}},
+        {"name": "test_vep[carbon-tiny]", "group": "scoring-carbon-tiny", "stats": {"median": 0.2},
+         "extra_info": {"model": "carbon-tiny", "shape": "vep-bs8", "workload": "vep", "cte_ms_p50": 90.0,
+                        "variants_per_s": 75.0, "scored_kbp_per_s": 9.6, "usd_per_million_variants": 8.28}},
+    ]
+    path = tmp_path / "out.json"
+    path.write_text(json.dumps({"benchmarks": bench, "machine_info": {}}))
+    results, _ = load_results(path)
+    assert results[1].figures["variants_per_s"] == 75.0  # a known metric: compare gates it too
+    table = markdown(results)
+    header, _, e2e, vep = table.splitlines()
+    assert "tok/s" in header and "variants/s" in header and "scored kbp/s" in header and "$/M variants" in header
+    assert "| 500.0 | 256.0 |" in e2e and "| vep | 75.000 | 9.600 | 8.280 |" in vep
