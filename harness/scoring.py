@@ -19,7 +19,7 @@ The alt rows are built by swapping one 6-mer id in the reference's ids, never re
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,9 @@ from harness.tokenizer import DNA_BEGIN, K, CarbonTokenizer
 from harness.variants import Variant, Window, check_bases, check_variants, mutate
 
 _BASE_INDEX = {b: i for i, b in enumerate(OUTPUT_BASES)}
+# Backends whose engine returns logits at every position (``Engine.logits``); scoring elsewhere is
+# skipped before an engine is built, so no artifact is compiled for nothing.
+PER_POSITION_LOGITS_BACKENDS = ("hf",)
 
 
 class ScoringError(ValueError):
@@ -71,7 +74,6 @@ class RowScores:
 
     log_marginals: list[np.ndarray]
     batch_ms: list[float] = field(default_factory=list)
-    batch_rows: list[int] = field(default_factory=list)  # real (not filler) rows of each call
 
 
 @dataclass
@@ -169,8 +171,7 @@ def checkpoint_max_positions(checkpoint: str | Path) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def score_rows(engine: Engine, rows: Sequence[Sequence[int]], kmers: int, batch_size: int,
-               on_batch: Callable[[float], None] | None = None) -> RowScores:
+def score_rows(engine: Engine, rows: Sequence[Sequence[int]], kmers: int, batch_size: int) -> RowScores:
     """Log marginals of every row, ``batch_size`` rows per engine call. Each call is padded to
     ``batch_size`` rows with copies of the first (one compiled shape); only the real rows are kept.
     Rows must all have ``1 + kmers`` ids (windows of one length: SNVs keep the length)."""
@@ -183,9 +184,6 @@ def score_rows(engine: Engine, rows: Sequence[Sequence[int]], kmers: int, batch_
         with Timer() as t:
             logits = engine.logits(batch)
         out.batch_ms.append(t.ms)
-        out.batch_rows.append(len(real))
-        if on_batch:
-            on_batch(t.ms)
         out.log_marginals += [log_marginals(logits[i], kmers) for i in range(len(real))]
     return out
 

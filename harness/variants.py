@@ -203,7 +203,8 @@ def saturation_variants(window: Window, first: int | None = None, last: int | No
             raise VariantError(f"saturation position {window.chrom}:{pos} is outside the scored window "
                                f"{window.chrom}:{window.start}-{window.start + window.scored_bp - 1}")
         ref = window.sequence[window.offset(pos)]
-        out += [Variant(window.chrom, pos, ref, alt, f"{window.chrom}:{pos}:{ref}>{alt}") for alt in BASES if alt != ref]
+        out += [Variant(window.chrom, pos, ref, alt, f"{window.chrom}:{pos}:{ref}>{alt}")
+                for alt in BASES if alt != ref]
     return out
 
 

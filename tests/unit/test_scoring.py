@@ -82,12 +82,15 @@ def test_bad_variant_rows_are_named(text, message):
 
 
 @pytest.mark.parametrize("variant,message", [
-    (Variant("chr1", 100, "A", "C", "before"), r"variant 'before' chr1:100 A>C: outside the scored window chr1:101-118"),
+    (Variant("chr1", 100, "A", "C", "before"),
+     r"variant 'before' chr1:100 A>C: outside the scored window chr1:101-118"),
     (Variant("chr1", 119, "G", "A", "partial"), "outside the scored window chr1:101-118 .*trailing partial 6-mer"),
     (Variant("chr1", 121, "A", "C", "after"), "'after'.*outside the scored window"),
-    (Variant("chr1", 101, "A", "N", "nalt", 7), r"variant 'nalt' chr1:101 A>N \(line 7\): alt allele 'N' is not one of"),
+    (Variant("chr1", 101, "A", "N", "nalt", 7),
+     r"variant 'nalt' chr1:101 A>N \(line 7\): alt allele 'N' is not one of"),
     (Variant("chr1", 101, "AC", "A", "indel"), "ref allele 'AC' is not one of A, C, G, T"),
-    (Variant("chr1", 101, "C", "G", "wrongref"), r"'wrongref'.*ref allele 'C' does not match the window's base 'A' at chr1:101"),
+    (Variant("chr1", 101, "C", "G", "wrongref"),
+     r"'wrongref'.*ref allele 'C' does not match the window's base 'A' at chr1:101"),
     (Variant("chr2", 101, "A", "C", "otherchrom"), "chromosome 'chr2' is not the window's 'chr1'"),
     (Variant("chr1", 101, "A", "A", "same"), "alt equals ref"),
 ])
@@ -168,8 +171,9 @@ def test_rope_scaling_parses_and_extends_positions():
     assert spec.hf_config()["rope_scaling"] is None
 
 
-@pytest.mark.parametrize("value,message", [("linear:4", "expected yarn:FACTOR"), ("yarn:x", "factor 'x' is not a number"),
-                                           ("yarn:1", "factor 1 must be > 1"), ("yarn:4:-3", "original max positions .-3. must be a positive integer")])
+@pytest.mark.parametrize("value,message", [
+    ("linear:4", "expected yarn:FACTOR"), ("yarn:x", "factor 'x' is not a number"), ("yarn:1", "factor 1 must be > 1"),
+    ("yarn:4:-3", "original max positions .-3. must be a positive integer")])
 def test_bad_rope_scaling_is_named(value, message):
     with pytest.raises(SpecError, match=f"rope scaling '{value}': {message}"):
         parse_rope_scaling(value, MODELS["carbon-3b"])
