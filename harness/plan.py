@@ -155,8 +155,9 @@ class Plan:
     def unfit_message(self) -> str:
         gib = 2**30
         return (f"{self.model} at tp={self.tp_degree} on {self.hardware} does not fit: weights "
-                f"{self.weight_bytes_per_rank / gib:.2f} GiB + KV {self.kv_bytes_per_rank / gib:.2f} GiB per rank "
-                f"> {self.hbm_bytes_per_rank / gib:.2f} GiB HBM per rank")
+                f"{self.weight_bytes_per_rank / gib:.2f} GiB + KV {self.kv_bytes_per_rank / gib:.2f} GiB "
+                + (f"+ scoring logits {self.logits_bytes_per_rank / gib:.2f} GiB " if self.logits_bytes_per_rank else "")
+                + f"per rank > {self.hbm_bytes_per_rank / gib:.2f} GiB HBM per rank")
 
 
 def make_plan(spec: ModelSpec, shape: RunShape, hardware: HardwareProfile, tp_degree: int | None = None,

@@ -200,7 +200,8 @@ def test_device_that_cannot_hold_the_scan_is_refused():
     """8B at tp=1 holds all its weights and a 32k scan's logits on one 24 GiB rank: refused before compiling."""
     plan = make_plan(MODELS["carbon-8b"], SHAPES["scan-32k"], get_profile("trn2.3xlarge"), tp_degree=1)
     assert plan.fits is False
-    with pytest.raises(PlanError, match="does not fit"):
+    with pytest.raises(PlanError, match=r"carbon-8b at tp=1 on trn2.3xlarge does not fit: weights 15.38 GiB \+ KV "
+                                         r"4.00 GiB \+ scoring logits 9.51 GiB per rank > 24.00 GiB HBM per rank"):
         check_plan(plan)
 
 
