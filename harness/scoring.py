@@ -268,12 +268,14 @@ def scoring_figures(variants: int, scored_bp: int, round_ms: Sequence[float], ba
 # Neuron: the compiled artifact a scoring job needs
 # ---------------------------------------------------------------------------------------------
 
-def scoring_neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape,
-                                 variants: Sequence[str] = ()) -> dict[str, Any]:
+def scoring_neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape, variants: Sequence[str] = (),
+                                 **options: Any) -> dict[str, Any]:
     """``NeuronConfig`` kwargs of a CTE-only artifact that returns logits: the generation
     artifact's kwargs (``neuron_config_kwargs``) with no decode room (seq_len = max_length =
     max_context_length, max_new_tokens 0, one TKG bucket at seq_len: NxDI still traces one) and no
     on-device sampling, so the context encoding returns logits rather than a sampled token.
+    ``options`` go to ``neuron_config_kwargs`` as they are (e.g. its CPU-mode switch, whose
+    ``max_context_length == seq_len`` requirement this artifact already meets).
 
     Caveat (NxDI 0.9, models/model_base.py ``NeuronBaseModel.forward``): with right padding the
     context-encoding model gathers the hidden state of the last real position before the lm head,
@@ -285,7 +287,7 @@ def scoring_neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape,
     spec = get_model(model) if isinstance(model, str) else model
     shape = get_shape(shape) if isinstance(shape, str) else shape
     check_context(spec, shape)
-    kwargs = neuron_config_kwargs(spec, shape, variants, output_logits=True)
+    kwargs = neuron_config_kwargs(spec, shape, variants, output_logits=True, **options)
     ctx = shape.max_context_length
     kwargs.update(seq_len=ctx, max_length=ctx, max_new_tokens=0, context_encoding_buckets=[ctx],
                   token_generation_buckets=[ctx], on_device_sampling_config=None)
