@@ -273,7 +273,11 @@ def scoring_neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape, 
     """``NeuronConfig`` kwargs of a CTE-only artifact that returns logits: the generation
     artifact's kwargs (``neuron_config_kwargs``) with no decode room (seq_len = max_length =
     max_context_length, max_new_tokens 0, one TKG bucket at seq_len: NxDI still traces one) and no
-    on-device sampling, so the context encoding returns logits rather than a sampled token.
+    on-device sampling, so the context encoding's output *is* the logits. ``output_logits`` stays
+    off: without on-device sampling it only appends a second, all-gathered copy of the same logits
+    (``NeuronBaseModel.forward``), and NxDI 0.9's CPU mode then misreads its outputs as KV cache
+    (IndexError in ``_copy_past_key_values``). Checked in NxDI's CPU mode on carbon-tiny: logits
+    ``[B, 1, 155776]`` equal to transformers' fp32 last-position logits within 1e-6.
     ``options`` go to ``neuron_config_kwargs`` as they are (e.g. its CPU-mode switch, whose
     ``max_context_length == seq_len`` requirement this artifact already meets).
 
@@ -287,7 +291,7 @@ def scoring_neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape, 
     spec = get_model(model) if isinstance(model, str) else model
     shape = get_shape(shape) if isinstance(shape, str) else shape
     check_context(spec, shape)
-    kwargs = neuron_config_kwargs(spec, shape, variants, output_logits=True, **options)
+    kwargs = neuron_config_kwargs(spec, shape, variants, **options)
     ctx = shape.max_context_length
     kwargs.update(seq_len=ctx, max_length=ctx, max_new_tokens=0, context_encoding_buckets=[ctx],
                   token_generation_buckets=[ctx], on_device_sampling_config=None)

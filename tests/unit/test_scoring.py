@@ -244,7 +244,8 @@ def test_transformers_reads_the_rope_scaling(tmp_path):
 def test_scoring_neuron_kwargs_are_cte_only_with_logits(model):
     kw = scoring_neuron_config_kwargs(model, "vep-bs8")
     base = neuron_config_kwargs(model, "vep-bs8")
-    assert kw["output_logits"] is True and kw["on_device_sampling_config"] is None
+    # no on-device sampling: the CTE's output is the logits (output_logits would add a duplicate copy)
+    assert kw["on_device_sampling_config"] is None and not kw.get("output_logits")
     assert (kw["max_context_length"], kw["seq_len"], kw["max_length"], kw["max_new_tokens"]) == (256, 256, 256, 0)
     assert kw["context_encoding_buckets"] == [256] and kw["token_generation_buckets"] == [256]
     assert kw["batch_size"] == kw["ctx_batch_size"] == 8
