@@ -23,10 +23,19 @@ def parse_model(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def model_with_rope_scaling(model: str, rope_scaling: str | None):
+    """The model's spec, extended by ``--rope-scaling`` when given (a bad value raises SpecError)."""
+    from harness.spec import parse_rope_scaling
+
+    spec = get_model(model)
+    return spec.with_rope_scaling(parse_rope_scaling(rope_scaling, spec)) if rope_scaling else spec
+
+
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     from harness.checkpoint import write_checkpoint
 
-    write_checkpoint(args.model, args.out, seed=args.seed, config_only=args.config_only, force=args.force)
+    write_checkpoint(model_with_rope_scaling(args.model, args.rope_scaling), args.out, seed=args.seed,
+                     config_only=args.config_only, force=args.force)
     print(args.out)
     return 0
 
@@ -82,8 +91,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from harness.plan import make_plan
     from harness.spec import get_shape
 
-    plan = make_plan(get_model(args.model), get_shape(args.shape), get_profile(args.hardware), tp_degree=args.tp,
-                     dtype=args.dtype)
+    plan = make_plan(model_with_rope_scaling(args.model, args.rope_scaling), get_shape(args.shape),
+                     get_profile(args.hardware), tp_degree=args.tp, dtype=args.dtype)
     gib = 2**30
     s = plan.sharding
     lines = [
@@ -97,7 +106,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         lines.append(f"  HBM per rank {plan.hbm_bytes_per_rank / gib:.2f} GiB: {'fits' if plan.fits else 'DOES NOT FIT'}")
     if plan.cte_floor_ms is not None:
         lines.append(f"  roofline floors: CTE >= {plan.cte_floor_ms:.3f} ms (compute), TKG >= {plan.tkg_floor_ms:.3f} ms (memory)")
+    lines.append(f"  context: {plan.context_tokens} positions of max_position_embeddings {plan.max_position_embeddings}"
+                 f"{' (rope scaling ' + str(plan.rope_scaling) + ')' if plan.rope_scaling else ''}: "
+                 f"{'fits' if plan.context_fits else 'DOES NOT FIT'}")
+    if plan.logits_bytes_per_rank:
+        lines.append(f"  scoring logits at every position: {plan.logits_bytes_per_rank / gib:.3f} GiB per rank")
     emit(plan.to_dict(), args.json, "\n".join(lines))
+    if not plan.context_fits:
+        print(plan.context_message(), file=sys.stderr)
+        return 1
     if plan.fits is False:
         print(plan.unfit_message(), file=sys.stderr)
         return 1
@@ -156,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=parse_nonneg_int, default=0)
     p.add_argument("--config-only", action="store_true", help="write everything but the weights")
     p.add_argument("--force", action="store_true", help="replace a non-empty --out")
+    p.add_argument("--rope-scaling", metavar="yarn:FACTOR[:ORIGINAL]",
+                   help="write rope_scaling into config.json and extend max_position_embeddings (e.g. yarn:4)")
     p.set_defaults(func=cmd_checkpoint)
 
     p = sub.add_parser("golden", help="regenerate golden outputs (fp32 CPU greedy tokens of the DNA suite)")
@@ -172,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=parse_positive_int, default=None, help="tensor-parallel degree (default: the shape's)")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32", "fp8"])
     p.add_argument("--json", action="store_true")
+    p.add_argument("--rope-scaling", metavar="yarn:FACTOR[:ORIGINAL]",
+                   help="plan with a YaRN context extension (e.g. yarn:4 for the scan-64k shape)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("cost", help="$ per Gbp and Mbp per $ of a bp/s throughput on a hardware profile")

@@ -2,7 +2,8 @@
 
 The names are the harness's public vocabulary (thresholds, reports and comparisons use them):
 ``cte_ms_p50``, ``cte_ms_p99``, ``tkg_ms_p50``, ``tkg_ms_p99``, ``e2e_ms_p50``, ``tokens_per_s``,
-``bp_per_s``, ``kbp_per_s``, ``valid_dna_fraction``, ``tkg_roofline_fraction``.
+``bp_per_s``, ``kbp_per_s``, ``valid_dna_fraction``, ``tkg_roofline_fraction``; scoring workloads add
+``variants_per_s``, ``scored_kbp_per_s``, ``usd_per_million_variants``, ``scoring_ms_p50``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from harness.spec import ModelSpec
 from harness.tokenizer import CarbonTokenizer
 
 FIGURES = ("cte_ms_p50", "cte_ms_p99", "tkg_ms_p50", "tkg_ms_p99", "e2e_ms_p50", "tokens_per_s", "bp_per_s",
-           "kbp_per_s", "valid_dna_fraction", "tkg_roofline_fraction")
+           "kbp_per_s", "valid_dna_fraction", "tkg_roofline_fraction",
+           # scoring workloads: computed by harness.scoring.scoring_figures
+           "variants_per_s", "scored_kbp_per_s", "usd_per_million_variants", "scoring_ms_p50")
 
 
 def latency_figures(prefix: str, ms: Sequence[float]) -> dict[str, float]:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from harness.hardware import HardwareProfile
-from harness.spec import ModelSpec, RunShape
+from harness.spec import SCORING_SHAPES, ModelSpec, RunShape
 
 REPLICATE = "replicate-to-tp-degree"
 CONVERT_TO_MHA = "convert-to-mha"
@@ -136,15 +136,28 @@ class Plan:
     fits: bool | None
     cte_floor_ms: float | None
     tkg_floor_ms: float | None
+    # Scoring shapes and long context (harness.scoring): the model's max positions (with any rope
+    # scaling asked for), whether the shape's positions fit them, and the logits a prefill-only
+    # scoring pass writes at every position (vocabulary-sharded over the ranks; 0 for generation).
+    max_position_embeddings: int = 0
+    context_tokens: int = 0
+    context_fits: bool = True
+    logits_bytes_per_rank: float = 0.0
+    rope_scaling: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def context_message(self) -> str:
+        return context_message(self.model, self.shape, self.context_tokens, self.max_position_embeddings,
+                               self.rope_scaling)
+
     def unfit_message(self) -> str:
         gib = 2**30
         return (f"{self.model} at tp={self.tp_degree} on {self.hardware} does not fit: weights "
-                f"{self.weight_bytes_per_rank / gib:.2f} GiB + KV {self.kv_bytes_per_rank / gib:.2f} GiB per rank "
-                f"> {self.hbm_bytes_per_rank / gib:.2f} GiB HBM per rank")
+                f"{self.weight_bytes_per_rank / gib:.2f} GiB + KV {self.kv_bytes_per_rank / gib:.2f} GiB "
+                + (f"+ scoring logits {self.logits_bytes_per_rank / gib:.2f} GiB " if self.logits_bytes_per_rank else "")
+                + f"per rank > {self.hbm_bytes_per_rank / gib:.2f} GiB HBM per rank")
 
 
 def make_plan(spec: ModelSpec, shape: RunShape, hardware: HardwareProfile, tp_degree: int | None = None,
@@ -163,7 +176,9 @@ def make_plan(spec: ModelSpec, shape: RunShape, hardware: HardwareProfile, tp_de
     kv_per_rank = kv_cache_bytes(spec, shape.batch_size, shape.seq_len, sharding.num_kv_heads, dtype) / tp
     kv_unsharded = kv_cache_bytes(spec, shape.batch_size, shape.seq_len, spec.num_key_value_heads, dtype) / tp
     hbm = hardware.per_core(hardware.memory_bytes)
-    fits = None if hbm is None else (weight_per_rank + kv_per_rank) <= hbm
+    scoring = shape.name in SCORING_SHAPES
+    logits_per_rank = (shape.batch_size * shape.max_context_length * spec.vocab_size * nbytes / tp) if scoring else 0.0
+    fits = None if hbm is None else (weight_per_rank + kv_per_rank + logits_per_rank) <= hbm
     # The same decode-step bytes as the measured tkg_roofline_fraction (figures.roofline), plus padding.
     context = shape.max_context_length + shape.max_new_tokens / 2
     step_bytes = tkg_step_bytes(spec, shape.batch_size, context, dtype, sharding.num_kv_heads) + padding
@@ -172,6 +187,36 @@ def make_plan(spec: ModelSpec, shape: RunShape, hardware: HardwareProfile, tp_de
     cte_floor = None
     if peak:
         flops = shape.batch_size * forward_flops(spec, shape.max_context_length, shape.max_context_length)
+        if scoring:  # the lm head runs at every position, not just the last
+            flops += shape.batch_size * (shape.max_context_length - 1) * 2 * spec.hidden_size * spec.vocab_size
         cte_floor = flops / (peak * 1e12) * 1000.0
     return Plan(spec.name, shape.name, hardware.name, tp, dtype, sharding, weight_per_rank, kv_per_rank, kv_unsharded, hbm,
-                fits, cte_floor, tkg_floor)
+                fits, cte_floor, tkg_floor, spec.max_position_embeddings, shape.seq_len,
+                shape.seq_len <= spec.max_position_embeddings, logits_per_rank,
+                spec.rope_scaling.to_config() if spec.rope_scaling else None)
+
+
+def check_plan(plan: Plan) -> None:
+    """Stop before compiling or running a shape the model's positions or the device cannot hold."""
+    if not plan.context_fits:
+        raise PlanError(plan.context_message())
+    if plan.fits is False:
+        raise PlanError(plan.unfit_message())
+
+
+def check_context(spec: ModelSpec, shape: RunShape) -> None:
+    """The positions check alone (no hardware profile needed): a shape longer than the model's
+    max_position_embeddings would run on RoPE positions it was never trained or scaled for."""
+    if shape.seq_len > spec.max_position_embeddings:
+        raise PlanError(context_message(spec.name, shape.name, shape.seq_len, spec.max_position_embeddings,
+                                        spec.rope_scaling.to_config() if spec.rope_scaling else None))
+
+
+def context_message(model: str, shape: str, positions: int, max_positions: int,
+                    rope_scaling: dict[str, Any] | None) -> str:
+    if rope_scaling is None:
+        factor = -(-positions // max_positions)
+        hint = f"; extend it with YaRN (--rope-scaling yarn:{max(2, factor)}) or use a shorter shape"
+    else:
+        hint = f" even with rope scaling {rope_scaling}; use a larger factor or a shorter shape"
+    return f"{model} / {shape}: {positions} positions exceed the model's max_position_embeddings={max_positions}{hint}"

@@ -15,7 +15,10 @@ from harness.storage import load_json
 TABLE_COLUMNS = [("model", "model"), ("shape", "shape"), ("cte_ms_p50", "CTE p50 ms"), ("tkg_ms_p50", "TKG p50 ms"),
                  ("e2e_ms_p50", "E2E p50 ms"), ("tokens_per_s", "tok/s"), ("kbp_per_s", "kbp/s"),
                  ("valid_dna_fraction", "valid DNA"), ("tkg_roofline_fraction", "roofline"),
-                 ("compile_s", "compile s"), ("load_s", "load s")]
+                 ("compile_s", "compile s"), ("load_s", "load s"),
+                 # scoring workloads (harness.scoring); columns no benchmark has are dropped
+                 ("workload", "workload"), ("variants_per_s", "variants/s"), ("scored_kbp_per_s", "scored kbp/s"),
+                 ("usd_per_million_variants", "$/M variants")]
 COST_COLUMNS = [("usd_per_gbp", "$/Gbp"), ("mbp_per_usd", "Mbp/$")]
 
 

@@ -35,6 +35,13 @@ class ModelSpec:
     max_position_embeddings: int
     vocab_size: int = VOCAB_SIZE
     hf_name: str = ""
+    rope_scaling: "RopeScaling | None" = None  # a context extension asked for (None: the published config)
+
+    def with_rope_scaling(self, scaling: "RopeScaling | None") -> "ModelSpec":
+        """This architecture with ``scaling`` in its config and the extended max positions."""
+        if scaling is None:
+            return self
+        return replace(self, rope_scaling=scaling, max_position_embeddings=scaling.max_position_embeddings)
 
     def hf_config(self) -> dict[str, Any]:
         """The published config.json fields (bos 1 / eos 2 are the Llama defaults it ships)."""
@@ -51,7 +58,7 @@ class ModelSpec:
             "max_position_embeddings": self.max_position_embeddings,
             "rms_norm_eps": self.rms_norm_eps,
             "rope_theta": self.rope_theta,
-            "rope_scaling": None,
+            "rope_scaling": self.rope_scaling.to_config() if self.rope_scaling else None,
             "tie_word_embeddings": self.tie_word_embeddings,
             "vocab_size": self.vocab_size,
             "bos_token_id": 1,
@@ -102,6 +109,53 @@ class ModelSpec:
     def weight_bytes(self, dtype_bytes: int = 2) -> int:
         """Bytes of all weights, with the tied lm head counted once (as stored)."""
         return self.num_parameters * dtype_bytes
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """A RoPE context extension as transformers reads it from config.json (``rope_scaling``).
+
+    Only YaRN: the seeds' long-context extension ("65,536 tokens (~393 kbp) with YaRN factor=4").
+    ``original_max_position_embeddings`` defaults to the model's native max positions, as in
+    transformers (and Qwen's cards); the extended window is original x factor, the ratio
+    transformers' YaRN check expects. The card's Carbon-3B figures (native 32,768, factor 4, 65,536)
+    are not that ratio; ``yarn:4:16384`` reproduces its 65,536 literally.
+    """
+
+    factor: float
+    original_max_position_embeddings: int
+    rope_type: str = "yarn"
+
+    @property
+    def max_position_embeddings(self) -> int:
+        return int(round(self.original_max_position_embeddings * self.factor))
+
+    def to_config(self) -> dict[str, Any]:
+        return {"rope_type": self.rope_type, "factor": self.factor,
+                "original_max_position_embeddings": self.original_max_position_embeddings}
+
+
+ROPE_SCALING_FORMAT = "yarn:FACTOR or yarn:FACTOR:ORIGINAL_MAX_POSITIONS (e.g. yarn:4)"
+
+
+def parse_rope_scaling(value: str, spec: "ModelSpec") -> RopeScaling:
+    """``yarn:4`` (original = the model's native max positions) or ``yarn:4:16384``."""
+    parts = value.strip().lower().split(":")
+    if parts[0] != "yarn" or len(parts) not in (2, 3):
+        raise SpecError(f"rope scaling {value!r}: expected {ROPE_SCALING_FORMAT}")
+    try:
+        factor = float(parts[1])
+    except ValueError:
+        raise SpecError(f"rope scaling {value!r}: factor {parts[1]!r} is not a number; "
+                        f"expected {ROPE_SCALING_FORMAT}") from None
+    if not 1.0 < factor <= 64.0:
+        raise SpecError(f"rope scaling {value!r}: factor {factor:g} must be > 1 and <= 64")
+    original = spec.max_position_embeddings
+    if len(parts) == 3:
+        if not parts[2].isdigit() or int(parts[2]) < 1:
+            raise SpecError(f"rope scaling {value!r}: original max positions {parts[2]!r} must be a positive integer")
+        original = int(parts[2])
+    return RopeScaling(factor, original)
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -176,8 +230,19 @@ SHAPES: dict[str, RunShape] = {
                  prompt_bp=1020),
         RunShape("dna-suite-bs1", batch_size=1, max_context_length=256, seq_len=512, max_new_tokens=180,
                  prompt_bp=1080),
+        # Scoring (prefill only, logits at every position; max_new_tokens is RunShape's minimum, unused):
+        # VEP batches of windows up to 1,530 bp, and long-context scans of <dna> + up to 6 x (ctx - 1) bp.
+        RunShape("vep-bs8", batch_size=8, max_context_length=256, seq_len=256, max_new_tokens=1, prompt_bp=1530),
+        RunShape("scan-cpu", batch_size=1, max_context_length=512, seq_len=512, max_new_tokens=1, prompt_bp=3066),
+        RunShape("scan-8k", batch_size=1, max_context_length=8192, seq_len=8192, max_new_tokens=1, prompt_bp=49146),
+        RunShape("scan-32k", batch_size=1, max_context_length=32768, seq_len=32768, max_new_tokens=1,
+                 prompt_bp=196602),
+        RunShape("scan-64k", batch_size=1, max_context_length=65536, seq_len=65536, max_new_tokens=1,
+                 prompt_bp=393210),
     )
 }
+# Prefill-only workloads (harness.scoring): no decode, logits at every position.
+SCORING_SHAPES = frozenset({"vep-bs8", "scan-cpu", "scan-8k", "scan-32k", "scan-64k"})
 DEFAULT_SHAPE = "smoke"
 
 

@@ -20,7 +20,10 @@ pytestmark = pytest.mark.unit
 def test_reference_shapes():
     assert {n: (s.batch_size, s.max_context_length, s.seq_len, s.max_new_tokens) for n, s in SHAPES.items()} == {
         "report-bs1": (1, 256, 512, 180), "smoke": (1, 32, 160, 128), "a100-style-bs16": (16, 256, 512, 170),
-        "dna-suite-bs1": (1, 256, 512, 180)}
+        "dna-suite-bs1": (1, 256, 512, 180),
+        # scoring (prefill only): VEP batches and long-context scans
+        "vep-bs8": (8, 256, 256, 1), "scan-cpu": (1, 512, 512, 1), "scan-8k": (1, 8192, 8192, 1),
+        "scan-32k": (1, 32768, 32768, 1), "scan-64k": (1, 65536, 65536, 1)}
     assert all(s.tp_degree == 4 for s in SHAPES.values())
 
 
