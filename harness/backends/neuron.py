@@ -558,8 +558,10 @@ class NeuronEngine(Engine):
             tp = self.kwargs["tp_degree"]
             plan = make_plan(spec, shape if tp == shape.tp_degree else replace(shape, tp_degree=tp),
                              get_profile(hardware))
+            if not plan.context_fits:
+                raise BackendError(plan.context_message())  # before any compile
             if plan.fits is False and not cpu:
-                raise BackendError(plan.unfit_message())  # before any compile
+                raise BackendError(plan.unfit_message())
             planned = plan.sharding
         self.build = nxdi_build()
         self.versions = {**neuron_versions(), **{k: v for k, v in self.build.items() if k.endswith("_sha256")}}
