@@ -8,17 +8,32 @@ The names are the harness's public vocabulary (thresholds, reports and compariso
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.backends.base import GenerationResult
 from harness.dna import sequence_metrics
 from harness.measure import Summary, throughput
 from harness.plan import tkg_roofline_fraction, tkg_step_bytes
 from harness.spec import ModelSpec
 from harness.tokenizer import CarbonTokenizer
 
+if TYPE_CHECKING:  # torch stays out of the import path of gates / report / compare
+    from harness.backends.base import GenerationResult
+
 FIGURES = ("cte_ms_p50", "cte_ms_p99", "tkg_ms_p50", "tkg_ms_p99", "e2e_ms_p50", "tokens_per_s", "bp_per_s",
            "kbp_per_s", "valid_dna_fraction", "tkg_roofline_fraction")
+# Every figure some benchmark reports to the gate, with its direction: "max" where lower is better
+# (times), "min" where higher is better. Thresholds may name only these (a threshold on a figure no
+# benchmark produces would gate nothing).
+GATED_FIGURES: dict[str, str] = {
+    "cte_ms_p50": "max", "cte_ms_p99": "max", "tkg_ms_p50": "max", "tkg_ms_p99": "max", "e2e_ms_p50": "max",
+    "tokens_per_s": "min", "bp_per_s": "min", "kbp_per_s": "min", "valid_dna_fraction": "min",
+    "tkg_roofline_fraction": "min",
+    "compile_s": "max", "load_s": "max",  # tests/perf/test_compile.py (neuron)
+    "dna_encode_speedup": "min",  # tests/perf/test_tokenizer_speed.py
+}
+# Shape labels benchmarks gate under besides the compiled shapes of harness.spec.SHAPES.
+EXTRA_SHAPE_LABELS = ("tokenizer",)
+DECODINGS = ("fns",)  # test_suites gates "<shape>-<decoding>" for non-direct decoding
 
 
 def latency_figures(prefix: str, ms: Sequence[float]) -> dict[str, float]:

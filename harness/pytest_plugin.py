@@ -19,6 +19,7 @@ from harness.session import Session, make_config, run_manifest
 REMOTE_TOKENIZER_ENV = "CARBON_REMOTE_TOKENIZER"
 CACHE_DIR_ENV = "CARBON_HARNESS_CACHE"
 SESSION_KEY = pytest.StashKey[Session]()
+UNGATED_KEY = pytest.StashKey[list]()  # (model/shape on hardware, {metric: hardware with a reference})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -128,3 +129,10 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
         machine_info["carbon_harness"] = run_manifest(session)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Figures that had a reference on other hardware but no threshold here were not gated: say so."""
+    for where, missing in config.stash.get(UNGATED_KEY, []):
+        metrics = ", ".join(f"{m} (thresholds only for {', '.join(hw)})" for m, hw in missing.items())
+        terminalreporter.write_line(f"carbon-harness: NOT GATED {where}: {metrics}", yellow=True)
