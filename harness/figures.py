@@ -63,8 +63,9 @@ def roofline(spec: ModelSpec | None, batch_size: int, context_tokens: float, dty
 
 def generation_figures(results: Sequence[GenerationResult], tokenizer: CarbonTokenizer, spec: ModelSpec | None,
                        dtype: str, bandwidth_gbps: float | None, prompt_tokens: int,
-                       kv_heads: int | None = None) -> dict[str, float]:
-    """All figures of repeated generations of one batch (greedy: every round gives the same tokens)."""
+                       kv_heads: int | None = None) -> dict[str, Any]:
+    """All figures of repeated generations of one batch (greedy: every round gives the same tokens),
+    plus ``samples``: the per-round e2e / cte times and every decode step's time, in ms."""
     if not results:
         raise ValueError("no generation was measured")
     first = results[0]
@@ -79,4 +80,8 @@ def generation_figures(results: Sequence[GenerationResult], tokenizer: CarbonTok
                                 kv_heads))
     figures["tokens_per_s"] = throughput(first.batch_size * first.new_tokens, e2e)
     figures.update(dna_figures(tokenizer, first.tokens, e2e))
+    # Every round's raw times, so compare can tell a real change from noise (harness.stats) and an
+    # NxDI benchmark_report.json can be written with its percentiles (harness.nxdi_report).
+    figures["samples"] = {"e2e_ms": [r.e2e_ms for r in results], "cte_ms": [r.cte_ms for r in results],
+                          "tkg_ms": tkg}
     return figures

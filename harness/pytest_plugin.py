@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.base import BackendError
-from harness.options import parse_nonneg_int, parse_positive_int
+from harness.options import parse_positive_int, parse_runs, parse_warmup
 from harness.session import Session, make_config, run_manifest
 
 REMOTE_TOKENIZER_ENV = "CARBON_REMOTE_TOKENIZER"
@@ -40,8 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="repeatable thresholds file or directory (default: fixtures/thresholds/)")
     group.addoption("--carbon-hardware", metavar="PROFILE",
                     help="hardware profile from fixtures/hardware (default: detected: trn2.*, h100-sxm, h200 or cpu)")
-    group.addoption("--carbon-runs", type=parse_positive_int, default=5, help="timed rounds per benchmark")
-    group.addoption("--carbon-warmup", type=parse_nonneg_int, default=1, help="untimed warm-up rounds per benchmark")
+    group.addoption("--carbon-runs", type=parse_runs, default=5, help="timed rounds per benchmark")
+    group.addoption("--carbon-warmup", type=parse_warmup, default=1, help="untimed warm-up rounds per benchmark")
     group.addoption("--carbon-variant", action="append", dest="carbon_variants", metavar="NAME",
                     help="neuron backend, repeatable: fused-qkv, kv-cache-fp8, topk-kernel, nki-cte-mlp "
                          "(the reference optimisation pass)")
@@ -128,7 +128,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
-        machine_info["carbon_harness"] = run_manifest(session)
+        from harness.report import RESULTS_SCHEMA
+
+        machine_info["carbon_harness"] = {"schema": RESULTS_SCHEMA, **run_manifest(session)}
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

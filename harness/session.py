@@ -62,7 +62,7 @@ def resolve_model(value: str, model_root: Path | None) -> ModelRef:
     if not path.exists():
         raise ValueError(f"--carbon-model {value!r} is neither a known model ({', '.join(MODELS)}) nor an existing "
                          "checkpoint directory")
-    info = inspect_checkpoint(path)
+    info = inspect_checkpoint(path, verify=True)
     return ModelRef(identify_model(info.config, path.name), path, not info.synthetic)
 
 
