@@ -17,17 +17,19 @@ def _parse_int(value: str, minimum: int, requirement: str, maximum: int | None =
         n = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < minimum or (maximum is not None and n > maximum):
+    if n < minimum:
         raise argparse.ArgumentTypeError(f"{value!r} must be {requirement}")
+    if maximum is not None and n > maximum:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at most {maximum}")
     return n
 
 
 def parse_runs(value: str) -> int:
-    return _parse_int(value, 1, f"between 1 and {MAX_RUNS}", MAX_RUNS)
+    return _parse_int(value, 1, "at least 1", MAX_RUNS)
 
 
 def parse_warmup(value: str) -> int:
-    return _parse_int(value, 0, f"between 0 and {MAX_WARMUP}", MAX_WARMUP)
+    return _parse_int(value, 0, ">= 0", MAX_WARMUP)
 
 
 def parse_nonempty_path(value: str) -> str:
