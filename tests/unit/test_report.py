@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 
@@ -180,10 +181,18 @@ def test_compare_fails_on_missing_or_invalid_values(gated_run, tmp_path, mutate,
     _, data, path = gated_run
     new = copy.deepcopy(data)
     mutate(new)
-    r = cli("compare", str(path), str(_write(tmp_path, "new.json", new)))
-    assert r.returncode == 1, r.stdout
-    assert message in r.stderr and "nan%" not in r.stdout
-    assert "0 regression(s)" not in r.stdout or "missing or invalid" in r.stdout
+    result = compare(load_results(path)[0], load_results(_write(tmp_path, "new.json", new))[0], 0.05)
+    assert result.failed and any(message in f for f in result.failures), result.failures
+    assert "nan%" not in result.render() and "0 missing or invalid" not in result.render()
+
+
+def test_compare_cli_exits_1_naming_what_is_missing(gated_run, tmp_path):
+    _, data, path = gated_run
+    empty = _write(tmp_path, "empty.json", {**data, "benchmarks": []})
+    r = cli("compare", str(path), str(empty))
+    assert r.returncode == 1
+    assert "FAILED benchmark missing in new run: tests/perf/test_latency.py::test_cte[carbon-tiny-smoke]" in r.stderr
+    assert "0 regression(s)" in r.stdout and "3 missing or invalid" in r.stdout
 
 
 # -- compare with statistics: a bootstrap CI of the median ratio ----------------------------------
@@ -282,15 +291,23 @@ def test_report_refuses_to_overwrite_its_input(gated_run, tmp_path, option):
     (lambda d: d["benchmarks"][0].update(stats=[]), "'stats' must be an object"),
     (lambda d: d["machine_info"]["carbon_harness"].update(schema=99), "results schema 99"),
 ])
-@pytest.mark.parametrize("command", ["report", "compare"])
-def test_malformed_results_are_one_line(gated_run, tmp_path, mutate, message, command):
-    _, data, path = gated_run
+def test_malformed_results_are_one_error(gated_run, tmp_path, mutate, message):
+    _, data, _ = gated_run
     bad = copy.deepcopy(data)
     mutate(bad)
+    with pytest.raises(ReportError, match=re.escape(message)):
+        load_results(_write(tmp_path, "bad.json", bad))
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_malformed_results_are_one_line_from_the_cli(gated_run, tmp_path, command):
+    _, data, path = gated_run
+    bad = copy.deepcopy(data)
+    bad["benchmarks"][0]["extra_info"] = [1, 2]
     f = _write(tmp_path, "bad.json", bad)
     r = cli(command, str(f)) if command == "report" else cli(command, str(path), str(f))
-    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 2 and "'extra_info' must be an object, got list" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_null_machine_info_is_read_as_absent(gated_run, tmp_path):
