@@ -250,7 +250,8 @@ def _qwen_sized_weights(d):
 
 
 @pytest.mark.parametrize("mutate,message", [
-    (lambda d: (d / "dna_config.json").write_bytes(b'{"k": 6, "x": "\xff\xfe"}'), "dna_config.json: not valid JSON (not UTF-8"),
+    (lambda d: (d / "dna_config.json").write_bytes(b'{"k": 6, "x": "\xff\xfe"}'),
+     "dna_config.json: not valid JSON (not UTF-8"),
     (lambda d: (d / "dna_config.json").write_text("null"), "dna_config.json must hold a JSON object"),
     (lambda d: _qwen_sized_weights(d), "model.embed_tokens.weight has 151936 rows but"),
 ])
