@@ -21,7 +21,16 @@ from typing import Any
 import numpy as np
 
 from harness.spec import ModelSpec, get_model
-from harness.storage import StorageError, atomic_dir, build_once, is_complete, load_json
+from harness.storage import (
+    COMPLETE_MARKER,
+    StorageError,
+    atomic_dir,
+    build_once,
+    exclusive_lock,
+    is_complete,
+    load_json,
+    remove_stale_partials,
+)
 from harness.tokenizer import (
     DNA_SPECIAL_TOKENS,
     DNA_VOCAB_SIZE,
@@ -34,6 +43,8 @@ from harness.tokenizer import (
 
 WEIGHTS_FILE = "model.safetensors"
 PROVENANCE_FILE = "carbon_harness.json"
+MANIFEST_FILE = "carbon_harness_manifest.json"  # sha256 and size of every other file, written last
+WRITER_VERSION = 1  # bump when populate() writes different bytes for the same spec and seed
 INIT_STD = 0.02
 CHUNK_ELEMENTS = 1 << 22  # bounded memory: 16 MiB of float32 per generation step
 DEFAULT_SEED = 0
@@ -150,9 +161,72 @@ def populate(spec: ModelSpec, out: Path, seed: int, config_only: bool, progress:
     for name in ("tokenizer.json", "vocab.json", "merges.txt"):
         shutil.copyfile(src / name, out / name)
     _write_json(out / PROVENANCE_FILE, {"synthetic": True, "model": spec.name, "seed": seed,
-                                        "config_only": config_only})
+                                        "config_only": config_only, "spec_digest": spec_digest(spec, seed)})
     if not config_only:
         write_weights(spec, out / WEIGHTS_FILE, seed, progress)
+    write_manifest(out)
+
+
+def spec_digest(spec: ModelSpec, seed: int) -> str:
+    """What a synthetic checkpoint's bytes depend on: the config it writes, the seed and the writer."""
+    key = {"hf_config": spec.hf_config(), "seed": seed, "writer": WRITER_VERSION,
+           "tensors": {k: list(v) for k, v in spec.tensor_shapes().items()}}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _content_files(root: Path) -> list[Path]:
+    return sorted(f for f in root.iterdir() if f.is_file() and f.name not in (MANIFEST_FILE, COMPLETE_MARKER))
+
+
+def write_manifest(root: Path) -> Path:
+    """Record the sha256 and size of every file, so later corruption (a truncated or edited file,
+    random bytes inside the weights) is detected instead of measured."""
+    files = {f.name: {"sha256": sha256_of(f), "size": f.stat().st_size} for f in _content_files(root)}
+    _write_json(root / MANIFEST_FILE, {"schema": 1, "files": files})
+    return root / MANIFEST_FILE
+
+
+def read_manifest(root: Path) -> dict[str, dict[str, Any]] | None:
+    path = root / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    data = read_json(path)
+    files = data.get("files")
+    if data.get("schema") != 1 or not isinstance(files, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("sha256"), str) and isinstance(v.get("size"), int)
+            for v in files.values()):
+        raise CheckpointError(f"{path} is malformed (expected schema 1 with files: name -> sha256, size)")
+    return files
+
+
+def verify_checkpoint(path: str | Path) -> bool:
+    """Check every file against the manifest (a missing, resized or altered file raises a
+    CheckpointError naming it); False when the directory has no manifest to check against."""
+    root = Path(path)
+    files = read_manifest(root)
+    if files is None:
+        return False
+    for name, want in sorted(files.items()):
+        f = root / name
+        if not f.is_file():
+            raise CheckpointError(f"{f} is missing (recorded in {MANIFEST_FILE})")
+        size = f.stat().st_size
+        if size != want["size"]:
+            raise CheckpointError(f"{f} has {size} bytes, {want['size']} recorded in {MANIFEST_FILE} (truncated?)")
+        if sha256_of(f) != want["sha256"]:
+            raise CheckpointError(f"{f} does not match its sha256 recorded in {MANIFEST_FILE} (corrupt)")
+    extra = sorted({f.name for f in _content_files(root) if f.suffix in (".json", ".safetensors")} - set(files))
+    if extra:
+        raise CheckpointError(f"{root / extra[0]} is not in {MANIFEST_FILE} (added after the checkpoint was written)")
+    return True
 
 
 def write_checkpoint(model: str | ModelSpec, out: str | Path, seed: int = DEFAULT_SEED, config_only: bool = False,
@@ -164,11 +238,18 @@ def write_checkpoint(model: str | ModelSpec, out: str | Path, seed: int = DEFAUL
         raise StorageError(f"--out {out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise StorageError(f"--out {out} exists and is not empty; pass --force to replace it")
-    if progress:
-        progress(f"writing {spec.name} ({spec.num_parameters / 1e9:.3f} B parameters, seed {seed}"
-                 f"{', config only' if config_only else ''}) to {out}")
-    with atomic_dir(out, replace=True) as tmp:
-        populate(spec, tmp, seed, config_only, progress)
+    # One writer per --out at a time: a second concurrent run fails naming the lock instead of
+    # racing the first and silently winning.
+    with exclusive_lock(out, f"another carbon-harness checkpoint is writing {out}; wait for it to finish "
+                             "or choose another --out"):
+        if out.is_dir() and any(out.iterdir()) and not force:
+            raise StorageError(f"--out {out} exists and is not empty; pass --force to replace it")
+        remove_stale_partials(out, progress)
+        if progress:
+            progress(f"writing {spec.name} ({spec.num_parameters / 1e9:.3f} B parameters, seed {seed}"
+                     f"{', config only' if config_only else ''}) to {out}")
+        with atomic_dir(out, replace=True) as tmp:
+            populate(spec, tmp, seed, config_only, progress)
     return out
 
 
@@ -192,11 +273,14 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def inspect_checkpoint(path: str | Path, require_weights: bool = True) -> CheckpointInfo:
-    """Check that a directory is a loadable Carbon checkpoint, with a clear error if not."""
+def inspect_checkpoint(path: str | Path, require_weights: bool = True, verify: bool = False) -> CheckpointInfo:
+    """Check that a directory is a loadable Carbon checkpoint, with a clear error if not;
+    ``verify`` also checks every file against the manifest, where the checkpoint has one."""
     root = Path(path)
     if not root.is_dir():
         raise CheckpointError(f"checkpoint directory {root} does not exist")
+    if verify:
+        verify_checkpoint(root)
     config = read_json(root / "config.json")
     if config.get("model_type") != "llama":
         raise CheckpointError(f"{root / 'config.json'}: model_type={config.get('model_type')!r}; Carbon is 'llama'")
@@ -217,9 +301,19 @@ def inspect_checkpoint(path: str | Path, require_weights: bool = True) -> Checkp
             if n > 100 * 2**20:
                 raise CheckpointError(f"{w} has an implausible header length {n}: not a safetensors file")
             try:
-                json.loads(f.read(n))
+                header = json.loads(f.read(n))
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise CheckpointError(f"{w} has a corrupt safetensors header ({exc})") from exc
+        if not isinstance(header, dict):
+            raise CheckpointError(f"{w} has a corrupt safetensors header (not an object)")
+        for name in ("model.embed_tokens.weight", "lm_head.weight"):
+            shape = (header.get(name) or {}).get("shape") if isinstance(header.get(name), dict) else None
+            if shape and shape[0] != config["vocab_size"]:
+                raise CheckpointError(f"{w}: {name} has {shape[0]} rows but {root / 'config.json'} says "
+                                      f"vocab_size={config['vocab_size']}: config and weights disagree")
+    dna = root / "dna_config.json"
+    if dna.exists():
+        read_json(dna)  # non-UTF-8, malformed or null: one line naming the file, not a tokenizer traceback
     if require_weights and not weights:
         raise CheckpointError(f"{root} has no *.safetensors weights (a --config-only checkpoint?)")
     prov = root / PROVENANCE_FILE
@@ -228,30 +322,55 @@ def inspect_checkpoint(path: str | Path, require_weights: bool = True) -> Checkp
                           provenance.get("model") or root.name)
 
 
+_FULL_HASHES: dict[tuple[str, int, int], str] = {}
+
+
 def fingerprint(path: str | Path) -> str:
-    """A cheap content fingerprint: the JSON files whole, and for each weights file its size,
-    header and first/last MiB (hashing 16 GB per session would defeat the cache)."""
+    """A content fingerprint for artifact keys: it changes whenever any byte of a checkpoint file does.
+
+    With a manifest (every checkpoint the harness writes) it digests the recorded sha256 of each
+    file, after checking the files against them (once per process); without one (a user's real
+    checkpoint) it hashes the weights whole, once per process per file version."""
     root = Path(path)
     h = hashlib.sha256()
+    files = read_manifest(root)
+    if files is not None:
+        stamp = (str(root.resolve()), 0, max((f.stat().st_mtime_ns for f in _content_files(root)), default=0))
+        if stamp not in _FULL_HASHES:
+            verify_checkpoint(root)
+            _FULL_HASHES[stamp] = "verified"
+        for name, want in sorted(files.items()):
+            if name != PROVENANCE_FILE:
+                h.update(f"{name}:{want['size']}:{want['sha256']}\n".encode())
+        return h.hexdigest()[:24]
     for f in sorted(root.iterdir()):
         if f.suffix == ".json" and f.name != PROVENANCE_FILE:
             h.update(f.name.encode() + f.read_bytes())
         elif f.suffix == ".safetensors":
-            size = f.stat().st_size
-            h.update(f"{f.name}:{size}".encode())
-            with open(f, "rb") as fh:
-                h.update(fh.read(1 << 20))
-                fh.seek(max(0, size - (1 << 20)))
-                h.update(fh.read(1 << 20))
+            st = f.stat()
+            key = (str(f.resolve()), st.st_size, st.st_mtime_ns)
+            if key not in _FULL_HASHES:
+                _FULL_HASHES[key] = sha256_of(f)
+            h.update(f"{f.name}:{st.st_size}:{_FULL_HASHES[key]}\n".encode())
     return h.hexdigest()[:24]
+
+
+_VERIFIED: set[Path] = set()  # cache entries checked against their manifest in this process
 
 
 def cached_checkpoint(model: str, cache_dir: str | Path, seed: int = DEFAULT_SEED,
                       progress: Progress | None = stderr_progress) -> Path:
-    """The synthetic checkpoint of ``model`` in the cache, built on first use (once, under a lock)."""
+    """The synthetic checkpoint of ``model`` in the cache, built on first use (once, under a lock).
+
+    The entry's name carries a digest of the spec (hf config, tensor shapes), the seed and the
+    writer version, so a changed spec never reuses stale weights. Once per process the entry is
+    checked against its manifest (sha256 of every file); a corrupt, truncated or missing file is
+    rebuilt, with a progress line saying which and why."""
     spec = get_model(model)
-    dest = Path(cache_dir) / "checkpoints" / f"{spec.name}-seed{seed}"
-    if is_complete(dest):
+    if not str(cache_dir).strip():
+        raise StorageError("cache directory '' is empty: give a directory")
+    dest = Path(cache_dir) / "checkpoints" / f"{spec.name}-seed{seed}-{spec_digest(spec, seed)[:12]}"
+    if dest in _VERIFIED and is_complete(dest):
         return dest
 
     def build(tmp: Path) -> None:
@@ -259,5 +378,11 @@ def cached_checkpoint(model: str, cache_dir: str | Path, seed: int = DEFAULT_SEE
             progress(f"building {spec.name} (seed {seed}) into the cache at {dest}")
         populate(spec, tmp, seed, False, progress)
 
-    path, _ = build_once(dest, build, validate=inspect_checkpoint, log=progress or (lambda _: None))
+    def validate(path: Path) -> None:
+        inspect_checkpoint(path, verify=True)
+        if read_manifest(path) is None:
+            raise CheckpointError(f"{path / MANIFEST_FILE} is missing (written by an older harness)")
+
+    path, _ = build_once(dest, build, validate=validate, log=progress or (lambda _: None))
+    _VERIFIED.add(dest)
     return path

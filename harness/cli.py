@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.options import parse_nonneg_int, parse_positive_float, parse_positive_int
+from harness.options import parse_nonempty_path, parse_nonneg_int, parse_positive_float, parse_positive_int
 from harness.spec import MODELS, SpecError, get_model
 
 
@@ -42,12 +42,15 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 def cmd_golden(args: argparse.Namespace) -> int:
     from harness.backends.hf import HFEngine
-    from harness.checkpoint import cached_checkpoint
+    from harness.checkpoint import cached_checkpoint, verify_checkpoint
     from harness.golden import GOLDEN_TOKENS, write_golden
     from harness.spec import RunShape
     from harness.tokenizer import CarbonTokenizer
 
-    checkpoint = cached_checkpoint(args.model, args.cache_dir.expanduser(), seed=args.seed)
+    checkpoint = cached_checkpoint(args.model, Path(args.cache_dir).expanduser(), seed=args.seed)
+    if not verify_checkpoint(checkpoint):  # goldens only from weights whose every byte was checked
+        raise ValueError(f"{checkpoint} has no manifest to verify its files against; goldens are not written "
+                         "from unverified weights")
     shape = RunShape("golden", batch_size=1, max_context_length=256, seq_len=256 + GOLDEN_TOKENS,
                      max_new_tokens=GOLDEN_TOKENS)
     engine = HFEngine(checkpoint, shape, args.model, device="cpu", dtype="fp32")
@@ -136,10 +139,23 @@ def cmd_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_overwrite(inputs: Sequence[Path], outputs: dict[str, Path | None]) -> None:
+    """An output option naming one of the inputs would destroy it: refuse before reading anything."""
+    for option, out in outputs.items():
+        if out is None:
+            continue
+        for src in inputs:
+            if out.resolve() == src.resolve() or (out.exists() and src.exists() and out.samefile(src)):
+                raise ValueError(f"{option} {out} is the input file {src}: refusing to overwrite it; "
+                                 "write to another path")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import load_results, markdown, plot
-    from harness.storage import atomic_write_text
+    from harness.storage import atomic_write_json, atomic_write_text
 
+    _refuse_overwrite([args.results], {"--markdown": args.markdown, "--plot": args.plot,
+                                       "--nxdi-report": args.nxdi_report})
     results, _ = load_results(args.results)
     table = markdown(results)
     print(table, end="")
@@ -147,20 +163,54 @@ def cmd_report(args: argparse.Namespace) -> int:
         atomic_write_text(args.markdown, table)
     if args.plot:
         plot(results, args.plot)
+    if args.nxdi_report:
+        from harness.nxdi_report import to_nxdi
+
+        atomic_write_json(args.nxdi_report, to_nxdi(results, args.nxdi_select))
+        print(f"NxDI benchmark report: {args.nxdi_report}")
     return 0
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.report import compare, load_results
+def _load_side(path: Path, other: Path, select: str | None):
+    """Results of one side of a comparison; a harness run compared with an NxDI report is turned
+    into NxDI's form first (the one benchmark --nxdi-select names), so the same fields line up."""
+    from harness.nxdi_report import from_nxdi, is_nxdi_report, to_nxdi
+    from harness.report import ReportError, load_results
+    from harness.storage import load_json
 
-    base, _ = load_results(args.base)
-    new, _ = load_results(args.new)
-    result = compare(base, new, args.max_regression)
+    results, _ = load_results(path)
+    if is_nxdi_report(load_json(other, ReportError, "benchmark JSON")) and not is_nxdi_report(
+            load_json(path, ReportError, "benchmark JSON")):
+        results = from_nxdi(to_nxdi(results, select), f"{path} (as an NxDI report)")
+    return results
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.report import Tolerances, compare, load_tolerances
+
+    base = _load_side(args.base, args.new, args.nxdi_select)
+    new = _load_side(args.new, args.base, args.nxdi_select)
+    tolerances = (load_tolerances(args.tolerances, args.max_regression) if args.tolerances
+                  else Tolerances(default=args.max_regression))
+    result = compare(base, new, tolerances, confidence=args.confidence)
     print(result.render())
     for d in result.regressions:
-        print(f"REGRESSION {d.benchmark} {d.metric}: {d.base:.4g} -> {d.new:.4g} ({100 * d.change:+.1f}%)",
-              file=sys.stderr)
-    return 1 if result.regressions else 0
+        ci = f", {100 * args.confidence:g}% CI [{100 * d.low:+.1f}%, {100 * d.high:+.1f}%]" if d.has_ci else ""
+        print(f"REGRESSION {d.benchmark} {d.metric}: {d.base:.4g} -> {d.new:.4g} ({100 * d.change:+.1f}%{ci}; "
+              f"tolerance {100 * d.tolerance:g}%)", file=sys.stderr)
+    for problem in result.failures:
+        print(f"FAILED {problem}", file=sys.stderr)
+    return 1 if result.failed else 0
+
+
+def parse_confidence(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number such as 0.95") from None
+    if not 0.5 <= x < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 0.5 and below 1, such as 0.95")
+    return x
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="carbon-tiny", type=parse_model)
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--seed", type=parse_nonneg_int, default=0)
-    p.add_argument("--cache-dir", type=Path, default=Path("~/.cache/carbon-harness"))
+    p.add_argument("--cache-dir", type=parse_nonempty_path, default="~/.cache/carbon-harness")
     p.set_defaults(func=cmd_golden)
 
     p = sub.add_parser("plan", help="GQA sharding, per-rank HBM and roofline floors, before any compile")
@@ -205,13 +255,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="the reference tables from pytest-benchmark JSON")
     p.add_argument("results", type=Path)
     p.add_argument("--markdown", type=Path, help="also write the table to this file")
-    p.add_argument("--plot", type=Path, help="throughput bar chart (PNG; needs the [plot] extra)")
+    p.add_argument("--plot", type=Path, help="throughput bar chart, in the format of the suffix (.png, .svg, "
+                                              ".pdf; needs the [plot] extra)")
+    p.add_argument("--nxdi-report", type=Path, metavar="FILE",
+                   help="also write NxDI's benchmark_report.json from one generation benchmark of the run")
+    p.add_argument("--nxdi-select", metavar="SUBSTRING", help="the benchmark for --nxdi-report (part of its name)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="release gate: exit 1 on any regression beyond --max-regression")
     p.add_argument("base", type=Path)
     p.add_argument("new", type=Path)
     p.add_argument("--max-regression", type=parse_tolerance, default=0.05, help="e.g. 5%% (default) or 0.05")
+    p.add_argument("--tolerances", type=Path, metavar="FILE",
+                   help='per-metric / per-group tolerances: {"default": "5%%", "metrics": {"tkg_ms_p50": "8%%"}, '
+                        '"groups": {"e2e-smoke": "10%%"}}')
+    p.add_argument("--confidence", type=parse_confidence, default=0.95,
+                   help="confidence of the bootstrap interval of each ratio (default 0.95): a regression must "
+                        "lie beyond the tolerance over the whole interval")
+    p.add_argument("--nxdi-select", metavar="SUBSTRING",
+                   help="comparing with an NxDI benchmark_report.json: the harness benchmark to compare")
     p.set_defaults(func=cmd_compare)
     return parser
 

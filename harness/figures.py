@@ -9,19 +9,36 @@ The names are the harness's public vocabulary (thresholds, reports and compariso
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.backends.base import GenerationResult
 from harness.dna import sequence_metrics
 from harness.measure import Summary, throughput
 from harness.plan import tkg_roofline_fraction, tkg_step_bytes
 from harness.spec import ModelSpec
 from harness.tokenizer import CarbonTokenizer
 
+if TYPE_CHECKING:  # torch stays out of the import path of gates / report / compare
+    from harness.backends.base import GenerationResult
+
 FIGURES = ("cte_ms_p50", "cte_ms_p99", "tkg_ms_p50", "tkg_ms_p99", "e2e_ms_p50", "tokens_per_s", "bp_per_s",
            "kbp_per_s", "valid_dna_fraction", "tkg_roofline_fraction",
            # scoring workloads: computed by harness.scoring.scoring_figures
            "variants_per_s", "scored_kbp_per_s", "usd_per_million_variants", "scoring_ms_p50")
+# Every figure some benchmark reports to the gate, with its direction: "max" where lower is better
+# (times), "min" where higher is better. Thresholds may name only these (a threshold on a figure no
+# benchmark produces would gate nothing).
+GATED_FIGURES: dict[str, str] = {
+    "cte_ms_p50": "max", "cte_ms_p99": "max", "tkg_ms_p50": "max", "tkg_ms_p99": "max", "e2e_ms_p50": "max",
+    "tokens_per_s": "min", "bp_per_s": "min", "kbp_per_s": "min", "valid_dna_fraction": "min",
+    "tkg_roofline_fraction": "min",
+    "compile_s": "max", "load_s": "max",  # tests/perf/test_compile.py (neuron)
+    "dna_encode_speedup": "min",  # tests/perf/test_tokenizer_speed.py
+    # scoring workloads (harness.scoring, tests/perf/test_scoring.py)
+    "variants_per_s": "min", "scored_kbp_per_s": "min", "usd_per_million_variants": "max", "scoring_ms_p50": "max",
+}
+# Shape labels benchmarks gate under besides the compiled shapes of harness.spec.SHAPES.
+EXTRA_SHAPE_LABELS = ("tokenizer",)
+DECODINGS = ("fns",)  # test_suites gates "<shape>-<decoding>" for non-direct decoding
 
 
 def latency_figures(prefix: str, ms: Sequence[float]) -> dict[str, float]:
@@ -51,8 +68,9 @@ def roofline(spec: ModelSpec | None, batch_size: int, context_tokens: float, dty
 
 def generation_figures(results: Sequence[GenerationResult], tokenizer: CarbonTokenizer, spec: ModelSpec | None,
                        dtype: str, bandwidth_gbps: float | None, prompt_tokens: int,
-                       kv_heads: int | None = None) -> dict[str, float]:
-    """All figures of repeated generations of one batch (greedy: every round gives the same tokens)."""
+                       kv_heads: int | None = None) -> dict[str, Any]:
+    """All figures of repeated generations of one batch (greedy: every round gives the same tokens),
+    plus ``samples``: the per-round e2e / cte times and every decode step's time, in ms."""
     if not results:
         raise ValueError("no generation was measured")
     first = results[0]
@@ -67,4 +85,8 @@ def generation_figures(results: Sequence[GenerationResult], tokenizer: CarbonTok
                                 kv_heads))
     figures["tokens_per_s"] = throughput(first.batch_size * first.new_tokens, e2e)
     figures.update(dna_figures(tokenizer, first.tokens, e2e))
+    # Every round's raw times, so compare can tell a real change from noise (harness.stats) and an
+    # NxDI benchmark_report.json can be written with its percentiles (harness.nxdi_report).
+    figures["samples"] = {"e2e_ms": [r.e2e_ms for r in results], "cte_ms": [r.cte_ms for r in results],
+                          "tkg_ms": tkg}
     return figures

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harness.backends.base import Batch, Engine
-from harness.gates import evaluate
+from harness.gates import evaluate, ungated
 from harness.session import ModelRef, Session
 from harness.spec import DEFAULT_MODEL, MODELS, ModelSpec, RunShape, get_shape
 from harness.tokenizer import CarbonTokenizer
@@ -86,7 +86,7 @@ def engine_context(engine: Engine, hardware: str, batch: Batch, new_tokens: int)
 
 
 @pytest.fixture
-def carbon_gate(carbon_session: Session) -> Callable[..., None]:
+def carbon_gate(carbon_session: Session, pytestconfig: pytest.Config) -> Callable[..., None]:
     """Record figures in a benchmark's extra_info and gate them against the session's thresholds.
 
     Fails the test naming metric, measured value, threshold and baseline when a figure crosses
@@ -98,6 +98,12 @@ def carbon_gate(carbon_session: Session) -> Callable[..., None]:
         hardware = carbon_session.hardware.name
         benchmark.extra_info.update({"hardware": hardware, **(context or {}), **figures})
         results = evaluate(carbon_session.config.thresholds, hardware, model, shape, figures)
+        missing = ungated(carbon_session.config.thresholds, hardware, model, shape, figures)
+        if missing:  # a reference exists elsewhere but nothing gates it here: say so, in the JSON and at the end
+            from harness.pytest_plugin import UNGATED_KEY
+
+            benchmark.extra_info["ungated"] = missing
+            pytestconfig.stash.setdefault(UNGATED_KEY, []).append((f"{model}/{shape} on {hardware}", missing))
         if not results:
             benchmark.extra_info["gate"] = "no threshold"
             return

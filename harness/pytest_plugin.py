@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from harness.backends.base import BackendError
-from harness.options import parse_nonneg_int, parse_positive_int
+from harness.options import parse_positive_int, parse_runs, parse_warmup
 from harness.session import Session, make_config, run_manifest
 
 REMOTE_TOKENIZER_ENV = "CARBON_REMOTE_TOKENIZER"
 NXDI_SOURCE_ENV = "CARBON_NXDI_SOURCE"
 CACHE_DIR_ENV = "CARBON_HARNESS_CACHE"
 SESSION_KEY = pytest.StashKey[Session]()
+UNGATED_KEY = pytest.StashKey[list]()  # (model/shape on hardware, {metric: hardware with a reference})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,8 +41,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="repeatable thresholds file or directory (default: fixtures/thresholds/)")
     group.addoption("--carbon-hardware", metavar="PROFILE",
                     help="hardware profile from fixtures/hardware (default: detected: trn2.*, h100-sxm, h200 or cpu)")
-    group.addoption("--carbon-runs", type=parse_positive_int, default=5, help="timed rounds per benchmark")
-    group.addoption("--carbon-warmup", type=parse_nonneg_int, default=1, help="untimed warm-up rounds per benchmark")
+    group.addoption("--carbon-runs", type=parse_runs, default=5, help="timed rounds per benchmark")
+    group.addoption("--carbon-warmup", type=parse_warmup, default=1, help="untimed warm-up rounds per benchmark")
     group.addoption("--carbon-variant", action="append", dest="carbon_variants", metavar="NAME",
                     help="neuron backend, repeatable: fused-qkv, qkv-kernel, kv-cache-fp8, mlp-kernel, no-flash-attention "
                          "(the reference optimisation pass)")
@@ -149,4 +150,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     session = config.stash.get(SESSION_KEY, None)
     if session is not None:
-        machine_info["carbon_harness"] = run_manifest(session)
+        from harness.report import RESULTS_SCHEMA
+
+        machine_info["carbon_harness"] = {"schema": RESULTS_SCHEMA, **run_manifest(session)}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Figures that had a reference on other hardware but no threshold here were not gated: say so."""
+    for where, missing in config.stash.get(UNGATED_KEY, []):
+        metrics = ", ".join(f"{m} (thresholds only for {', '.join(hw)})" for m, hw in missing.items())
+        terminalreporter.write_line(f"carbon-harness: NOT GATED {where}: {metrics}", yellow=True)

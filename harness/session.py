@@ -62,7 +62,7 @@ def resolve_model(value: str, model_root: Path | None) -> ModelRef:
     if not path.exists():
         raise ValueError(f"--carbon-model {value!r} is neither a known model ({', '.join(MODELS)}) nor an existing "
                          "checkpoint directory")
-    info = inspect_checkpoint(path)
+    info = inspect_checkpoint(path, verify=True)
     return ModelRef(identify_model(info.config, path.name), path, not info.synthetic)
 
 
@@ -333,6 +333,23 @@ def default_threshold_paths(rootdir: Path) -> list[Path]:
     return []
 
 
+def check_device_dtype(backend: str, device: str, dtype: str) -> None:
+    """Reject a device or dtype the backend cannot run, once at start rather than in every test."""
+    if not str(device).strip():
+        raise ValueError("--carbon-device '' is empty; expected auto, cpu, cuda or cuda:N")
+    if not str(dtype).strip():
+        raise ValueError("--carbon-dtype '' is empty; expected auto, bf16, fp16 or fp32")
+    if backend == "hf":
+        from harness.backends.hf import DTYPES, resolve_device
+
+        if dtype != "auto" and dtype not in DTYPES:
+            raise ValueError(f"--carbon-dtype {dtype!r} is not supported; expected auto, {', '.join(DTYPES)}")
+        try:
+            resolve_device(device)
+        except (BackendError, RuntimeError) as exc:  # torch.device('tpu') raises RuntimeError
+            raise ValueError(f"--carbon-device {device!r}: {exc}") from None
+
+
 def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
     """HarnessConfig from the plugin's option values; raises ValueError with the bad option named."""
     model_root = Path(options["model_root"]).expanduser() if options.get("model_root") else None
@@ -341,6 +358,12 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
     backend = parse_backend(options["backend"])
     models = [resolve_model(m, model_root) for m in (options.get("models") or ["carbon-tiny"])]
     shapes = [get_shape(s) for s in (options.get("shapes") or ["smoke", "report-bs1"])]
+    for p in options.get("thresholds") or ():
+        if not str(p).strip():
+            raise ValueError("--carbon-thresholds '' is empty: give a thresholds file or directory")
+    if not str(options.get("cache_dir") or "").strip():
+        raise ValueError("--carbon-cache-dir '' is empty: give a directory (default ~/.cache/carbon-harness)")
+    check_device_dtype(backend, options.get("device", "auto"), options.get("dtype", "auto"))
     files = [Path(p) for p in options["thresholds"]] if options.get("thresholds") else default_threshold_paths(rootdir)
     hardware = options.get("hardware") or detect_profile_name()
     get_profile(hardware)  # unknown names fail here, with the known ones listed

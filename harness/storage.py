@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 COMPLETE_MARKER = ".complete"
+PARTIAL_SUFFIX = ".partial"
 
 
 class StorageError(OSError):
@@ -60,12 +61,15 @@ def load_json(path: str | Path, error: type[Exception] = ValueError, what: str =
     """Parse a JSON file; a missing or malformed one raises ``error`` naming the path and line."""
     path = Path(path)
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise error(f"{what} {path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
-        raise error(f"{path}: not valid JSON ({where})") from exc
+    except IsADirectoryError:
+        raise error(f"{what} {path} is a directory, not a JSON file") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not valid JSON (not UTF-8: byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
 
 
 def is_complete(path: Path) -> bool:
@@ -75,25 +79,67 @@ def is_complete(path: Path) -> bool:
 @contextmanager
 def atomic_dir(dest: str | Path, replace: bool = False) -> Iterator[Path]:
     """Yield a temporary directory beside ``dest``; on success mark it complete and rename it to
-    ``dest``. On any error the temporary directory is removed and ``dest`` is untouched."""
+    ``dest``. On any error the temporary directory is removed and ``dest`` is untouched: with
+    ``replace`` the old ``dest`` is moved aside, the new one renamed in, and only then the old one
+    deleted; if the second rename fails the old one is put back."""
     dest = Path(dest)
     ensure_writable_dir(dest.parent)
-    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".partial"))
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=PARTIAL_SUFFIX))
     try:
         yield tmp
         (tmp / COMPLETE_MARKER).write_text("")
         if dest.exists():
             if not replace and any(dest.iterdir()):
                 raise StorageError(f"{dest} already exists and is not empty")
-            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+            old = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".old"))
             os.replace(dest, old)
-            os.replace(tmp, dest)
+            try:
+                os.replace(tmp, dest)
+            except BaseException:
+                os.replace(old, dest)  # restore: --out must never be lost
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextmanager
+def exclusive_lock(dest: str | Path, busy: str) -> Iterator[None]:
+    """Hold the lock of ``dest`` (a hidden file beside it) or fail at once with ``busy``: for
+    commands a user runs, where waiting silently for another writer would hide the race."""
+    from filelock import FileLock, Timeout
+
+    dest = Path(dest)
+    ensure_writable_dir(dest.parent)
+    lock = FileLock(str(dest.parent / f".{dest.name}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise StorageError(f"{busy} (lock {lock.lock_file} is held)") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def remove_stale_partials(dest: str | Path, log: Callable[[str], None] | None = None) -> list[Path]:
+    """Delete the temporary directories of builds of ``dest`` that were killed (``.NAME.*.partial``
+    and ``.NAME.*.old``). Call only while holding ``dest``'s lock: every live builder of ``dest``
+    holds it, so whatever is left is from a dead one."""
+    dest = Path(dest)
+    removed = []
+    for pattern in (f".{dest.name}.*{PARTIAL_SUFFIX}", f".{dest.name}.*.old"):
+        for stale in dest.parent.glob(pattern):
+            middle = stale.name[len(dest.name) + 2:].rsplit(".", 1)[0]  # mkdtemp's random part: no dots
+            if stale.is_dir() and "." not in middle:
+                shutil.rmtree(stale, ignore_errors=True)
+                removed.append(stale)
+    if removed and log:
+        log(f"removed {len(removed)} stale partial build(s) of {dest.name} left by a killed build")
+    return removed
 
 
 def build_once(dest: Path, build: Callable[[Path], None], validate: Callable[[Path], None] | None = None,
@@ -109,6 +155,7 @@ def build_once(dest: Path, build: Callable[[Path], None], validate: Callable[[Pa
 
     ensure_writable_dir(dest.parent)
     with FileLock(str(dest) + ".lock"):
+        remove_stale_partials(dest, log)
         if dest.exists():
             reason = None
             if not is_complete(dest):

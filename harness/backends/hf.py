@@ -29,7 +29,10 @@ def parse_dtype(name: str) -> torch.dtype:
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise BackendError(f"device {device!r} is not a device; expected auto, cpu, cuda or cuda:N") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise BackendError(f"device {device!r} asked for but CUDA is not available here; use --carbon-device cpu")
     if dev.type not in ("cpu", "cuda"):
@@ -164,6 +167,19 @@ class HFEngine(Engine):
                 tkg.append(step.ms)
         self._next = tokens[-1]
         return GenerationResult(torch.stack(tokens, dim=1).cpu(), cte.ms, tkg, total.ms)
+
+    @torch.inference_mode()
+    def continuation_logits(self, batch: Batch, continuation: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits ``[B * N, V]``: prefill the prompts, then decode steps fed the given
+        tokens (as the neuron engine does), so any request ``generate`` accepts is accepted here;
+        one forward pass over prompt + continuation would need them to fit the context length."""
+        self.check_batch(batch, int(continuation.shape[1]))
+        steps = [self.prefill_logits(batch).float()]
+        for i in range(continuation.shape[1] - 1):
+            steps.append(self.decode_logits(continuation[:, i]).float())
+        self.reset()
+        logits = torch.stack(steps, dim=1)  # [B, N, V]
+        return logits.reshape(-1, logits.shape[-1]).cpu()
 
     @torch.inference_mode()
     def logits(self, batch: Batch) -> torch.Tensor:

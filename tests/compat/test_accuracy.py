@@ -14,7 +14,7 @@ from harness.backends.hf import HFEngine
 from harness.dna import prompt_suite
 from harness.golden import GOLDEN_TOKENS, REGENERATE, compare_golden
 from harness.hardware import FIXTURES_DIR
-from harness.spec import RunShape
+from harness.spec import RunShape, SpecError, get_shape
 
 pytestmark = pytest.mark.compat
 
@@ -80,3 +80,23 @@ def test_golden_outputs(reference, carbon_tokenizer):
     assert not problems, ("greedy tokens differ from the golden outputs: " + "; ".join(problems)
                           + ". If the change is deliberate, regenerate: "
                           + REGENERATE.format(model="carbon-tiny", path=GOLDEN.relative_to(FIXTURES_DIR.parent)))
+
+
+def test_teacher_forcing_fits_whatever_generate_fits(tiny_hf_engine, carbon_tokenizer):
+    """A 30-token prompt + 8 new tokens fits smoke (ctx 32, seq 160) for generate, so it must for the
+    accuracy check too: teacher forcing prefills the prompt and decode-steps the continuation,
+    rather than running 38 tokens as one prompt."""
+    smoke = get_shape("smoke")
+    engine = tiny_hf_engine(smoke)
+    batch = Batch.from_prompts(carbon_tokenizer, ["<dna>" + "ACGTTG" * 29])
+    assert batch.max_prompt_tokens == 30
+    report = check_accuracy(engine, engine, batch, 8)
+    assert report.passed and report.positions == 8 and report.top1_agreement == 1.0
+    # the teacher-forced logits are those of a full forward pass over prompt + continuation
+    tokens = engine.generate(batch, 8).tokens
+    forced = engine.continuation_logits(batch, tokens)
+    wide = tiny_hf_engine(SHAPE)
+    full = wide.logits(Batch.from_ids([batch.input_ids[0].tolist() + tokens[0].tolist()]))[0, 29:37]
+    assert torch.allclose(forced, full, atol=1e-4)
+    with pytest.raises(SpecError, match="exceeds shape 'smoke' seq_len=160"):
+        engine.continuation_logits(batch, torch.zeros(1, 131, dtype=torch.long))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -145,7 +146,7 @@ def test_interrupted_write_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(ck, "write_weights", boom)
     with pytest.raises(KeyboardInterrupt):
         write_checkpoint("carbon-tiny", tmp_path / "ck", progress=None)
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [".ck.lock"]  # only the (empty) lock file of --out
 
 
 @pytest.mark.parametrize("mutate,message", [
@@ -161,3 +162,157 @@ def test_malformed_checkpoints_are_named(tmp_path, mutate, message):
     mutate(out)
     with pytest.raises(CheckpointError, match=message):
         inspect_checkpoint(out)
+
+
+# -- cached checkpoints are verified, rebuilt or refused (issue 12, item 4) ------------------------
+
+def _corrupt_middle(path):
+    data = bytearray(path.read_bytes())
+    mid = len(data) // 2
+    data[mid:mid + 4096] = bytes(4096)  # zeros inside the weights: the header stays valid
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage,reason", [
+    (lambda d: _corrupt_middle(d / "model.safetensors"), "model.safetensors does not match its sha256"),
+    (lambda d: (d / "config.json").unlink(), "config.json is missing"),
+    (lambda d: (d / "config.json").write_text((d / "config.json").read_text()[:40]), "config.json has 40 bytes"),
+])
+def test_a_damaged_cache_entry_is_rebuilt_saying_why(tmp_path, damage, reason):
+    from harness import checkpoint as ck
+
+    first = ck.cached_checkpoint("carbon-tiny", tmp_path, progress=None)
+    damage(first)
+    ck._VERIFIED.discard(first)  # a new session
+    messages = []
+    again = ck.cached_checkpoint("carbon-tiny", tmp_path, progress=messages.append)
+    assert again == first and ck.verify_checkpoint(again)
+    assert sha256_file(again / "model.safetensors") == CARBON_TINY_SEED0_SHA256
+    assert any("rebuilding" in m and reason in m for m in messages), messages
+
+
+def test_a_user_checkpoint_that_fails_verification_names_the_file(tmp_path):
+    out = write_checkpoint("carbon-tiny", tmp_path / "ck", progress=None)
+    before = fingerprint(out)
+    _corrupt_middle(out / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"ck/model.safetensors does not match its sha256"):
+        inspect_checkpoint(out, verify=True)
+    with pytest.raises(CheckpointError, match="model.safetensors does not match"):
+        fingerprint(out)  # artifact keys never come from unverified content
+    write_checkpoint("carbon-tiny", out, seed=1, force=True, progress=None)
+    assert fingerprint(out) != before
+
+
+def test_fingerprint_of_a_checkpoint_without_manifest_sees_every_byte(tmp_path):
+    from harness.checkpoint import MANIFEST_FILE
+
+    out = write_checkpoint("carbon-tiny", tmp_path / "ck", progress=None)
+    (out / MANIFEST_FILE).unlink()  # as a real published checkpoint: no manifest
+    before = fingerprint(out)
+    _corrupt_middle(out / "model.safetensors")  # not in the first or last MiB
+    assert fingerprint(out) != before
+
+
+def test_the_cache_entry_is_tied_to_the_spec(tmp_path):
+    from dataclasses import replace
+
+    from harness.checkpoint import spec_digest
+
+    spec = get_model("carbon-tiny")
+    assert spec_digest(spec, 0) != spec_digest(replace(spec, head_dim=16), 0) != spec_digest(spec, 1)
+    path = __import__("harness.checkpoint", fromlist=["x"]).cached_checkpoint("carbon-tiny", tmp_path, progress=None)
+    assert path.name == f"carbon-tiny-seed0-{spec_digest(spec, 0)[:12]}"
+
+
+def test_golden_refuses_a_corrupt_cache_by_rebuilding_first(tmp_path):
+    """`carbon-harness golden` on a corrupt cache rebuilds (saying why) and writes the same goldens
+    as the committed ones: never goldens from damaged weights."""
+    from harness import checkpoint as ck
+    from harness.hardware import FIXTURES_DIR
+
+    entry = ck.cached_checkpoint("carbon-tiny", tmp_path / "cache", progress=None)
+    _corrupt_middle(entry / "model.safetensors")
+    out = tmp_path / "golden.json"
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "golden", "--out", str(out), "--cache-dir",
+                        str(tmp_path / "cache")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "rebuilding" in r.stderr and "model.safetensors does not match its sha256" in r.stderr
+    golden = json.loads((FIXTURES_DIR / "golden" / "carbon-tiny-seed0.json").read_text())
+    assert {k: v["tokens"] for k, v in json.loads(out.read_text())["cases"].items()} == {
+        k: v["tokens"] for k, v in golden["cases"].items()}
+
+
+def _qwen_sized_weights(d):
+    """Weights whose embedding has another vocabulary than config.json (a Qwen3 checkpoint's)."""
+    from harness.checkpoint import safetensors_header
+
+    (d / "model.safetensors").write_bytes(safetensors_header({"model.embed_tokens.weight": (151936, 64)}, {}))
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda d: (d / "dna_config.json").write_bytes(b'{"k": 6, "x": "\xff\xfe"}'),
+     "dna_config.json: not valid JSON (not UTF-8"),
+    (lambda d: (d / "dna_config.json").write_text("null"), "dna_config.json must hold a JSON object"),
+    (lambda d: _qwen_sized_weights(d), "model.embed_tokens.weight has 151936 rows but"),
+])
+def test_malformed_tokenizer_config_and_vocab_mismatch_are_one_line(tmp_path, mutate, message):
+    out = write_checkpoint("carbon-tiny", tmp_path / "ck", progress=None)
+    mutate(out)
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        inspect_checkpoint(out)
+
+
+# -- concurrent writers and killed builds (items 6 and 8) -----------------------------------------
+
+def _cli_checkpoint(out, *extra):
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "checkpoint", "--model", "carbon-tiny", "--out",
+                             str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_second_writer_of_one_out_fails_clearly_while_the_first_holds_it(tmp_path):
+    from filelock import FileLock
+
+    out = tmp_path / "ck"
+    with FileLock(str(tmp_path / ".ck.lock")):  # the first writer, mid-build
+        p = _cli_checkpoint(out, "--force")
+        _, err = p.communicate(timeout=120)
+    assert p.returncode == 2
+    assert f"another carbon-harness checkpoint is writing {out}" in err and "lock" in err
+    assert not out.exists()
+
+
+def test_concurrent_writers_never_silently_race(tmp_path):
+    """Two real processes into one --out: each either finishes or fails naming the other writer;
+    what is left is one complete, pinned checkpoint and no partial directory."""
+    out = tmp_path / "ck"
+    procs = [_cli_checkpoint(out, "--force") for _ in range(2)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    for rc, err in results:
+        assert rc == 0 or (rc == 2 and "another carbon-harness checkpoint is writing" in err), err
+    assert any(rc == 0 for rc, _ in results)
+    assert sha256_file(out / "model.safetensors") == CARBON_TINY_SEED0_SHA256
+    from harness.checkpoint import verify_checkpoint
+
+    assert verify_checkpoint(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".ck.lock", "ck"]
+
+
+def test_stale_partials_of_killed_builds_are_removed_at_the_next_build(tmp_path):
+    from harness import checkpoint as ck
+
+    cache = tmp_path / "cache" / "checkpoints"
+    cache.mkdir(parents=True)
+    name = f"carbon-tiny-seed0-{ck.spec_digest(get_model('carbon-tiny'), 0)[:12]}"
+    stale = cache / f".{name}.k1ll3d_x.partial"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"\0" * 1024)
+    other = cache / f".{name}-other.abc.partial"  # another key's build: not ours to remove
+    other.mkdir()
+    messages = []
+    ck.cached_checkpoint("carbon-tiny", tmp_path / "cache", progress=messages.append)
+    assert not stale.exists() and other.exists()
+    assert any("stale partial" in m for m in messages)
+    out = tmp_path / "out"
+    (tmp_path / ".out.dead0001.partial").mkdir()
+    write_checkpoint("carbon-tiny", out, config_only=True, progress=None)
+    assert not (tmp_path / ".out.dead0001.partial").exists()

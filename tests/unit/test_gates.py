@@ -96,3 +96,95 @@ def test_evaluate_reports_pass_and_fail():
     assert not results["tkg_ms_p50"].passed and results["tokens_per_s"].passed
     assert results["tkg_ms_p50"].message() == "tkg_ms_p50 = 9 exceeds max 7.35 (f.json: entry 0)"
     assert "baseline 110" in results["tokens_per_s"].message()
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("model", "carbon-tyni", "unknown model 'carbon-tyni' (did you mean 'carbon-tiny'?)"),
+    ("shape", "smokee", "unknown shape 'smokee' (did you mean 'smoke'?)"),
+    ("hardware", "cpuu", "unknown hardware 'cpuu' (did you mean 'cpu'?)"),
+    ("metric", "top1_agreement", "unknown metric 'top1_agreement'"),  # no benchmark produces it
+])
+def test_misspelled_names_are_rejected_with_a_hint(field, value, message):
+    with pytest.raises(ThresholdError, match="f.json: entry 0: ") as err:
+        parse_thresholds(doc({**ENTRY, field: value}), "f.json")
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({**ENTRY, "max": float("nan")}, "field 'max' must be a finite number, got nan"),
+    ({**ENTRY, "max": float("inf")}, "field 'max' must be a finite number, got inf"),
+    ({**ENTRY, "max": -1.0}, "field 'max' must be > 0"),
+    ({**ENTRY, "max": 0}, "field 'max' must be > 0"),
+    ({**{k: v for k, v in ENTRY.items() if k != "max"}, "metric": "bp_per_s", "min": -5}, "field 'min' must be >= 0"),
+    ({**{k: v for k, v in ENTRY.items() if k != "max"}, "metric": "bp_per_s", "min": float("-inf")},
+     "field 'min' must be a finite number"),
+    ({**{k: v for k, v in ENTRY.items() if k != "max"}, "baseline": float("nan"), "tolerance": 0.1},
+     "field 'baseline' must be a finite number"),
+    ({**{k: v for k, v in ENTRY.items() if k != "max"}, "baseline": -3, "tolerance": 0.1},
+     "field 'baseline' must be >= 0"),
+])
+def test_bounds_must_be_finite_and_of_the_right_sign(entry, message):
+    with pytest.raises(ThresholdError, match="f.json: entry 0: ") as err:
+        parse_thresholds(doc(entry), "f.json")
+    assert message in str(err.value)
+
+
+def test_nan_bounds_written_by_json_dump_are_rejected_from_files(tmp_path):
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps(doc({**ENTRY, "max": float("nan")})))  # Python writes NaN, json.loads reads it
+    with pytest.raises(ThresholdError, match=r"t.json: entry 0: field 'max' must be a finite number"):
+        load_thresholds([f])
+
+
+def test_empty_inputs_are_errors(tmp_path):
+    with pytest.raises(ThresholdError, match="--carbon-thresholds '' is empty"):
+        load_thresholds([""])
+    with pytest.raises(ThresholdError, match="holds no \\*.json file"):
+        load_thresholds([tmp_path])
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(doc()))
+    with pytest.raises(ThresholdError, match="0 threshold entries"):
+        load_thresholds([empty])
+    with pytest.raises(ThresholdError, match="0 threshold entries"):
+        load_thresholds([tmp_path])
+    with pytest.raises(ThresholdError, match="no thresholds file given"):
+        load_thresholds([])
+
+
+@pytest.mark.parametrize("a,b", [
+    (ENTRY, {**ENTRY, "max": 9.0}),  # the same key twice
+    ({**ENTRY, "hardware": "*"}, {**ENTRY, "model": "*"}),  # both apply to trn2.3xlarge/carbon-3b, 2 names each
+])
+def test_equally_specific_duplicates_are_ambiguous(tmp_path, a, b):
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps(doc(a, b)))
+    with pytest.raises(ThresholdError, match=r"t.json: entry 1: ambiguous with .*t.json: entry 0: both set "
+                                             r"'tkg_ms_p50' for hardware='trn2.3xlarge' model='carbon-3b'"):
+        load_thresholds([f])
+
+
+def test_differently_specific_or_disjoint_entries_are_fine():
+    ts = parse_thresholds(doc(ENTRY, {**ENTRY, "hardware": "*", "max": 9.0}, {**ENTRY, "model": "carbon-8b"}), "f")
+    from harness.gates import check_ambiguous
+
+    check_ambiguous(ts)  # no error
+    assert select(ts, "trn2.3xlarge", "carbon-3b", "report-bs1", "tkg_ms_p50").bound == 7.35
+
+
+def test_figures_with_a_reference_elsewhere_but_none_here_are_reported():
+    from harness.gates import ungated
+
+    throughput = {**{k: v for k, v in ENTRY.items() if k != "max"}, "metric": "bp_per_s", "hardware": "*", "min": 1}
+    ts = parse_thresholds(doc(ENTRY, throughput), "f")
+    figures = {"tkg_ms_p50": 3.0, "bp_per_s": 10.0, "e2e_ms_p50": 5.0}
+    assert ungated(ts, "trn2.48xlarge", "carbon-3b", "report-bs1", figures) == {"tkg_ms_p50": ["trn2.3xlarge"]}
+    assert ungated(ts, "trn2.3xlarge", "carbon-3b", "report-bs1", figures) == {}
+    assert ungated(ts, "trn2.48xlarge", "carbon-8b", "report-bs1", figures) == {}  # no reference for 8B
+
+
+def test_every_gated_metric_is_a_figure_the_harness_produces():
+    from harness.figures import FIGURES, GATED_FIGURES
+    from harness.gates import METRICS
+
+    assert set(FIGURES) <= set(METRICS) and METRICS == GATED_FIGURES
+    assert {"compile_s", "load_s", "dna_encode_speedup"} <= set(METRICS)

@@ -80,3 +80,53 @@ def test_invalid_directory_is_rebuilt(tmp_path):
     assert built and (dest / "artifact").read_text() == "ok" and (dest / COMPLETE_MARKER).exists()
     _, built_again = build_once(dest, lambda tmp: None, validate=validate)
     assert not built_again
+
+
+def test_replace_keeps_the_old_directory_until_the_new_one_is_in_place(tmp_path, monkeypatch):
+    """A failure between atomic_dir's two renames (here: the second one fails, as on a full or
+    read-only disk) puts the old directory back instead of losing it."""
+    import harness.storage as storage
+
+    dest = tmp_path / "out"
+    with atomic_dir(dest) as tmp:
+        (tmp / "f").write_text("old")
+    real_replace = storage.os.replace
+
+    def second_rename_fails(src, dst):
+        if str(src).endswith(storage.PARTIAL_SUFFIX):
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(storage.os, "replace", second_rename_fails)
+    with pytest.raises(OSError, match="No space left"):
+        with atomic_dir(dest, replace=True) as tmp:
+            (tmp / "f").write_text("new")
+    monkeypatch.undo()
+    assert (dest / "f").read_text() == "old" and is_complete(dest)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no partial or old directory left
+    with atomic_dir(dest, replace=True) as tmp:
+        (tmp / "f").write_text("new")
+    assert (dest / "f").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_build_once_removes_partials_of_killed_builders_only_for_its_key(tmp_path):
+    dest = tmp_path / "key"
+    killed = tmp_path / ".key.abc123.partial"
+    killed.mkdir()
+    other = tmp_path / ".key.v2.abc123.partial"  # a partial of the key "key.v2", not of "key"
+    other.mkdir()
+    messages = []
+    build_once(dest, lambda tmp: (tmp / "artifact").write_text("ok"), log=messages.append)
+    assert not killed.exists() and other.exists()
+    assert "removed 1 stale partial build(s) of key" in messages[0]
+
+
+def test_load_json_names_non_utf8_and_directories(tmp_path):
+    from harness.storage import load_json
+
+    bad = tmp_path / "b.json"
+    bad.write_bytes(b'{"a": "\xff"}')
+    with pytest.raises(ValueError, match=r"b.json: not valid JSON \(not UTF-8: byte 7\)"):
+        load_json(bad)
+    with pytest.raises(ValueError, match="is a directory"):
+        load_json(tmp_path)
