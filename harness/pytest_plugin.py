@@ -122,16 +122,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [*lines, nxdi_tier_line(cfg)]
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say which tiers were skipped and what would enable each."""
-    from harness.tiers import skipped_tiers
-
-    reasons = [str(r.longrepr[2]) for r in terminalreporter.stats.get("skipped", [])
-               if isinstance(r.longrepr, tuple) and len(r.longrepr) == 3]
-    for line in skipped_tiers(reasons):
-        terminalreporter.write_line(f"carbon-harness: {line}")
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test that takes ``carbon_model`` / ``carbon_shape`` runs for each configured one;
     session scope makes pytest group tests by model so each engine is used while it is warm."""
@@ -156,7 +146,14 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """Figures that had a reference on other hardware but no threshold here were not gated: say so."""
+    """Figures that had a reference on other hardware but no threshold here were not gated, and
+    tiers that were skipped (with what would enable each): say so."""
+    from harness.tiers import skipped_tiers
+
     for where, missing in config.stash.get(UNGATED_KEY, []):
         metrics = ", ".join(f"{m} (thresholds only for {', '.join(hw)})" for m, hw in missing.items())
         terminalreporter.write_line(f"carbon-harness: NOT GATED {where}: {metrics}", yellow=True)
+    reasons = [str(r.longrepr[2]) for r in terminalreporter.stats.get("skipped", [])
+               if isinstance(r.longrepr, tuple) and len(r.longrepr) == 3]
+    for line in skipped_tiers(reasons):
+        terminalreporter.write_line(f"carbon-harness: {line}")
