@@ -28,6 +28,7 @@ METRICS: dict[str, str] = {
     "compile_s": "max", "load_s": "max",
     "tokens_per_s": "min", "bp_per_s": "min", "kbp_per_s": "min", "valid_dna_fraction": "min",
     "tkg_roofline_fraction": "min", "dna_encode_speedup": "min", "top1_agreement": "min",
+    "mixed_encode_speedup": "min",
 }
 ENTRY_FIELDS = {"hardware", "model", "shape", "metric", "max", "min", "baseline", "tolerance", "note"}
 

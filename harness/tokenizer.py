@@ -199,6 +199,58 @@ def _base_codes(content: str, case_policy: str) -> np.ndarray:
     return np.where(cp < 256, table[np.minimum(cp, 255)], np.uint8(INVALID_CODE)).astype(np.uint8)
 
 
+def _pair_table(case_policy: str) -> np.ndarray:
+    """Two ASCII bytes (read as one little-endian uint16) -> their two base codes ``c0*4 + c1``, or
+    16 when either byte is outside ACGT (lowercase acgt count as bases under "upper")."""
+    table = np.full(1 << 16, 16, dtype=np.uint16)
+    letters = [(b, i) for i, b in enumerate(BASES)]
+    if case_policy == "upper":
+        letters += [(b.lower(), i) for i, b in enumerate(BASES)]
+    for x, cx in letters:
+        for y, cy in letters:
+            table[ord(x) | (ord(y) << 8)] = cx * 4 + cy
+    return table
+
+
+_PAIR = {policy: _pair_table(policy) for policy in CASE_POLICIES}
+# A 6-mer is three pairs p0, p1, p2 in 0..16; its key p0*289 + p1*17 + p2 (0..4912) names it, and
+# any 16 makes it <oov>. KEY_INDEX maps a key to the 6-mer's index in product order, or -1.
+_KEY_SPACE = 17**3
+KEY_INDEX = np.full(_KEY_SPACE, -1, dtype=np.int16)
+for _p in itertools.product(range(16), repeat=3):
+    KEY_INDEX[_p[0] * 289 + _p[1] * 17 + _p[2]] = _p[0] * 256 + _p[1] * 16 + _p[2]
+
+
+def _dna_bytes(content: str, case_policy: str) -> bytes:
+    """Stripped content as one byte per character: ASCII as is; a non-ASCII string goes through
+    ``str.upper`` first under "upper" (``ß`` -> ``SS`` shifts the frame, as published) and every
+    character still outside ASCII becomes 0xFF, which is no base."""
+    content = content.strip()
+    if content.isascii():
+        return content.encode("ascii")
+    if case_policy == "upper":
+        content = content.upper()
+    cp = np.frombuffer(content.encode("utf-32-le"), dtype="<u4")
+    return np.where(cp < 128, cp, 255).astype(np.uint8).tobytes()
+
+
+def dna_keys(content: str, case_policy: str = "upper") -> tuple[np.ndarray, int]:
+    """The key (see ``KEY_INDEX``) of every 6-mer of stripped, case-normalised content, and how
+    many real bases the last block holds (6 when the length is a multiple of 6).
+
+    Whole-array work only: the bytes, right-padded with ``A`` to a multiple of 6, are read as
+    little-endian uint16 pairs, one table lookup gives each pair's two base codes, and three pairs
+    make a key. No Python step per 6-mer.
+    """
+    raw = _dna_bytes(content, case_policy)
+    pad = (-len(raw)) % K
+    if pad:
+        raw += b"A" * pad
+    pairs = _PAIR[case_policy].take(np.frombuffer(raw, dtype="<u2")).reshape(-1, 3)
+    keys = pairs[:, 0] * 289 + pairs[:, 1] * 17 + pairs[:, 2]
+    return keys, K - pad
+
+
 @dataclass(frozen=True)
 class DnaBlocks:
     """The 6-mers of one DNA region's content: index in product order (-1 for ``<oov>``) and how many
@@ -209,35 +261,22 @@ class DnaBlocks:
 
 
 def dna_blocks(content: str, k: int = K, case_policy: str = "upper") -> DnaBlocks:
-    """Non-overlapping 6-mers of stripped, case-normalised content, vectorised over characters.
-
-    A trailing partial block is right-padded with ``A`` (code 0). Each block is two triplets; a
-    triplet's index ``c0*16 + c1*4 + c2`` is below 64 exactly when all three codes are bases
-    (``INVALID_CODE`` is 64), so the block index is ``t1*64 + t2`` and validity is ``(t1|t2) < 64``:
-    a few whole-array operations on uint16, no per-6-mer Python step.
-    """
-    codes = _base_codes(content.strip(), case_policy)
-    n = codes.size
-    if n == 0:
-        return DnaBlocks(np.zeros(0, dtype=np.int64), k)
-    pad = (-n) % k
+    """Non-overlapping k-mers of stripped, case-normalised content, ``A``-padded, vectorised."""
+    if k == K:
+        keys, last = dna_keys(content, case_policy)
+        return DnaBlocks(KEY_INDEX.take(keys).astype(np.int64), last)
+    codes = _base_codes(content.strip(), case_policy)  # the general case (Carbon has k = 6)
+    pad = (-codes.size) % k
     if pad:
         codes = np.concatenate([codes, np.zeros(pad, dtype=np.uint8)])  # 'A' is code 0
     blocks = codes.reshape(-1, k)
-    if k == 6:
-        b = blocks.astype(np.uint16)
-        t1 = (b[:, 0] << 4) | (b[:, 1] << 2) | b[:, 2]  # ORs, not sums: an INVALID_CODE sets bit 6 or above
-        t2 = (b[:, 3] << 4) | (b[:, 4] << 2) | b[:, 5]
-        index = (t1.astype(np.int64) << 6) | t2
-        index[(t1 | t2) >= INVALID_CODE] = -1
-    else:  # the general case (Carbon has k = 6; kept for other layouts)
-        index = np.zeros(blocks.shape[0], dtype=np.int64)
-        bad = np.zeros(blocks.shape[0], dtype=bool)
-        for j in range(k):
-            col = blocks[:, j]
-            index = (index << 2) | (col & 3)
-            bad |= col >= INVALID_CODE
-        index[bad] = -1
+    index = np.zeros(blocks.shape[0], dtype=np.int64)
+    bad = np.zeros(blocks.shape[0], dtype=bool)
+    for j in range(k):
+        col = blocks[:, j]
+        index = (index << 2) | (col & 3)
+        bad |= col >= INVALID_CODE
+    index[bad] = -1
     return DnaBlocks(index, k - pad)
 
 
@@ -307,12 +346,12 @@ class CarbonTokenizer:
         self._dna_token_ids = {t: layout.dna_start_id + i for i, t in enumerate(self._dna_tokens)}
         # Bases of every DNA-block id as one array, for vectorised decode of long 6-mer runs.
         self._dna_text = np.array(self._dna_tokens, dtype=object)
-        # The DNA-block ids as Python ints: indexing this object array and calling tolist() shares
-        # the int objects instead of creating one per 6-mer (3x faster than int64 tolist()).
-        # Offset of a 6-mer index is len(specials); -1 (<oov>) lands on the oov id just before it.
-        assert layout.oov_id == layout.kmer_start_id - 1
-        self._dna_id_objects = np.array(range(layout.dna_start_id, layout.dna_stop_id), dtype=object)
-        self._kmer_offset = layout.kmer_start_id - layout.dna_start_id
+        # The id of every 6-mer key (see KEY_INDEX) as a Python int, and its token-mask value:
+        # indexing this object array and calling tolist() shares the int objects instead of
+        # creating one per 6-mer (3x faster than int64 tolist()).
+        kmer_ids = np.where(KEY_INDEX >= 0, KEY_INDEX.astype(np.int64) + layout.kmer_start_id, layout.oov_id)
+        self._key_ids = np.array(kmer_ids.tolist(), dtype=object)
+        self._key_mask = np.where(KEY_INDEX >= 0, layout.k, 0).astype(np.int64)
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
@@ -451,8 +490,8 @@ class CarbonTokenizer:
             self._fast_bpe = AsciiBpe(self._bpe)
         return self._fast_bpe.encode(text)
 
-    def _dna_content_ids(self, content: str, mask: list[int] | None) -> list[int]:
-        """Ids of a DNA region's content (and its token-mask values appended to ``mask``)."""
+    def _dna_content(self, content: str, ids: list[int], mask: list[int] | None) -> None:
+        """Append the ids of a DNA region's content to ``ids`` (and its token-mask values to ``mask``)."""
         k = self.layout.k
         if k == K and len(content) < SHORT_DNA_CHARS:  # a few 6-mers: a dict lookup each beats numpy's set-up
             seq = normalise_dna(content, self.case_policy)
@@ -461,39 +500,49 @@ class CarbonTokenizer:
             if last < k:
                 blocks[-1] += "A" * (k - last)
             index = [_KMER_INDEX.get(b, -1) for b in blocks]
-            objects = self._dna_id_objects
-            ids = [objects[i + self._kmer_offset] for i in index]
+            start, oov = self.layout.kmer_start_id, self.layout.oov_id
+            ids.extend(start + i if i >= 0 else oov for i in index)
             if mask is not None:
                 mask.extend(k if i >= 0 else 0 for i in index)
                 if index and index[-1] >= 0 and last < k:
                     mask[-1] = last
-            return ids
-        blocks_ = dna_blocks(content, k, self.case_policy)
-        ids = self._dna_id_objects[blocks_.index + self._kmer_offset].tolist()
+            return
+        if k != K:
+            blocks_ = dna_blocks(content, k, self.case_policy)
+            ids.extend(np.where(blocks_.index >= 0, blocks_.index + self.layout.kmer_start_id,
+                                self.layout.oov_id).tolist())
+            if mask is not None:
+                values = np.where(blocks_.index >= 0, k, 0)
+                if values.size and blocks_.last_valid_length < k and values[-1]:
+                    values[-1] = blocks_.last_valid_length
+                mask.extend(values.tolist())
+            return
+        keys, last = dna_keys(content, self.case_policy)
+        ids.extend(self._key_ids.take(keys).tolist())
         if mask is not None:
-            values = np.where(blocks_.index >= 0, k, 0)
-            if values.size and blocks_.last_valid_length < k and values[-1]:
-                values[-1] = blocks_.last_valid_length
+            values = self._key_mask.take(keys)
+            if values.size and last < k and values[-1]:
+                values[-1] = last
             mask.extend(values.tolist())
-        return ids
 
-    def _encode_dna_region(self, region: str, mask: list[int] | None) -> list[int]:
+    def _encode_dna_region(self, region: str, ids: list[int], mask: list[int] | None) -> None:
         if region == DNA_BEGIN or region == DNA_END:
+            ids.append(self.dna_begin_token_id if region == DNA_BEGIN else self.dna_end_token_id)
             if mask is not None:
                 mask.append(0)
-            return [self.dna_begin_token_id if region == DNA_BEGIN else self.dna_end_token_id]
+            return
         head = region.startswith(DNA_BEGIN)
         tail = region.endswith(DNA_END)
         content = region[len(DNA_BEGIN) if head else 0: len(region) - len(DNA_END) if tail else len(region)]
-        ids = [self.dna_begin_token_id] if head else []
-        if mask is not None and head:
-            mask.append(0)
-        ids += self._dna_content_ids(content, mask)
+        if head:
+            ids.append(self.dna_begin_token_id)
+            if mask is not None:
+                mask.append(0)
+        self._dna_content(content, ids, mask)
         if tail:
             ids.append(self.dna_end_token_id)
             if mask is not None:
                 mask.append(0)
-        return ids
 
     def encode(self, text: str, add_special_tokens: bool = False, return_token_mask: bool = False,
                auto_dna_tags: bool | None = None, **kwargs: Any) -> list[int] | tuple[list[int], list[int]]:
@@ -517,7 +566,7 @@ class CarbonTokenizer:
                 if mask is not None:
                     mask.extend([-1] * len(text_ids))
             else:
-                ids.extend(self._encode_dna_region(chunk, mask))
+                self._encode_dna_region(chunk, ids, mask)
         return (ids, mask) if mask is not None else ids
 
     def __call__(self, text: str | Sequence[str], add_special_tokens: bool = False, padding: bool | str = False,
