@@ -1,20 +1,20 @@
-"""A fast path for the Qwen3 byte-level BPE on ASCII text, id-exact to ``tokenizers``.
+"""A fast path for the Qwen3 byte-level BPE, id-exact to ``tokenizers``.
 
-Why: ``tokenizers`` spends most of its time on Qwen3 text in its Oniguruma pre-tokenizer
-regex (~0.9 s per MB here), so a hybrid tokenizer that only vectorises DNA stays within ~2x of the
-published code on mixed prompts. On ASCII text the same pre-tokenizer pattern has one meaning in
-every regex engine (``\\p{L}`` is ``[A-Za-z]``, ``\\p{N}`` is ``[0-9]``, ``\\s`` is the six ASCII
-White_Space characters; NFC is the identity), so this module splits with that pattern spelled
-in ASCII classes for Python's ``re`` (about 10x faster), byte-maps each piece, and looks its ids up
-in a per-word cache; only words never seen before go through the BPE model. Text with any non-ASCII
-character goes through ``tokenizers`` unchanged: Unicode tables of the regex engines differ by
-version, and an id-exact harness must not depend on that.
+Why: ``tokenizers`` spends most of its time on Qwen3 text in its Oniguruma pre-tokenizer regex
+(~0.9 s per MB here), so a hybrid tokenizer that only vectorises DNA stays within ~2x of the
+published code on mixed prompts. On characters whose Unicode classes every engine agrees on
+(ASCII, Latin-1, General Punctuation: see ``SAFE_CHARS``) the pre-tokenizer pattern can be spelled
+with explicit classes for Python's ``re`` (about 10x faster) and NFC is the identity; this module
+splits with it, byte-maps each piece, and looks its ids up in a per-word cache, so only words never
+seen before go through the BPE model. Lines with any other character go through ``tokenizers``
+whole: Unicode tables of regex engines differ by version, and an id-exact harness must not depend
+on that. ``FastQwen3Bpe.supported`` is false for a tokenizer whose pipeline is not exactly
+Qwen3's; then every call goes through ``tokenizers``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from itertools import chain, groupby
 from typing import Any
 
@@ -62,8 +62,8 @@ def bytes_to_unicode() -> dict[int, str]:
     return {b: chr(c) for b, c in zip(printable, chars)}
 
 
-class AsciiBpe:
-    """Ids of text under a ``tokenizers.Tokenizer`` whose pipeline is Qwen3's (NFC, one Split
+class FastQwen3Bpe:
+    """Ids of text under a ``tokenizers.Tokenizer`` whose pipeline is Qwen3's (NFC, its Split
     regex, ByteLevel without its own regex, BPE); ``supported`` says whether the tokenizer is one."""
 
     def __init__(self, tokenizer: Any) -> None:
@@ -74,6 +74,7 @@ class AsciiBpe:
         # first matches the same way (all of Qwen3's are plain, non-normalised, no strip flags).
         alternation = "|".join(re.escape(c) for c, _ in sorted(added, key=lambda a: -len(a[0])))
         self._added_re = re.compile(alternation) if alternation else None
+        self._added_first = {c[0] for c, _ in added if c}  # Qwen3's all start with "<"
         self._split = re.compile(QWEN3_SPLIT_SAFE, re.ASCII) if self.supported else None
         self._byte_map = {i: c for i, c in bytes_to_unicode().items()}
         self._cache: dict[str, tuple[int, ...]] = {}
@@ -93,12 +94,13 @@ class AsciiBpe:
             out: list[int] = []
             for safe_run, lines in groupby(_LINE_CUT.split(text), key=_safe):
                 piece = "".join(lines)
-                out.extend(self._safe(piece) if safe_run else self._tok.encode(piece, add_special_tokens=False).ids)
+                ids = self._encode_safe(piece) if safe_run else self._tok.encode(piece, add_special_tokens=False).ids
+                out.extend(ids)
             return out
-        return self._safe(text)
+        return self._encode_safe(text)
 
-    def _safe(self, text: str) -> list[int]:
-        if self._added_re is None or "<" not in text:
+    def _encode_safe(self, text: str) -> list[int]:
+        if self._added_re is None or not any(c in text for c in self._added_first):
             return self._words(text)
         out: list[int] = []
         pos = 0
@@ -110,9 +112,6 @@ class AsciiBpe:
         if pos < len(text):
             out.extend(self._words(text[pos:]))
         return out
-
-    def encode_many(self, texts: Sequence[str]) -> list[list[int]]:
-        return [self.encode(t) for t in texts]
 
     def _words(self, text: str) -> list[int]:
         words = self._split.findall(text)
@@ -140,7 +139,9 @@ def _qwen3_pipeline(tokenizer: Any) -> tuple[bool, str, list[tuple[str, int]]]:
     split pattern, and its added tokens (content, id)."""
     tokens = tokenizer.get_added_tokens_decoder()
     added = [(t.content, i) for i, t in sorted(tokens.items())]
-    plain = all(not (t.single_word or t.lstrip or t.rstrip or t.normalized) for t in tokens.values())
+    # Plain added tokens without line breaks: then none spans a line cut (see ``encode``).
+    plain = all(not (t.single_word or t.lstrip or t.rstrip or t.normalized) and "\n" not in t.content
+                for t in tokens.values())
     norm, pre, model = _state(tokenizer.normalizer), _state(tokenizer.pre_tokenizer) or {}, tokenizer.model
     steps = pre.get("pretokenizers") or []
     ok = (plain and norm in (None, {"type": "NFC"}) and tokenizer.truncation is None and tokenizer.padding is None

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.fastbpe import AsciiBpe
+from harness.fastbpe import FastQwen3Bpe
 
 QWEN3_VOCAB_SIZE = 151669  # BPE ids plus Qwen3's added tokens: the DNA block starts here.
 QWEN3_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
@@ -337,7 +337,7 @@ class CarbonTokenizer:
                 "the DNA block must start right after the Qwen3 vocabulary"
             )
         self._bpe = bpe
-        self._fast_bpe: AsciiBpe | None = None  # built on first text encode (it parses tokenizer.json)
+        self._fast_bpe: FastQwen3Bpe | None = None  # built on first text encode (it parses tokenizer.json)
         self.layout = layout
         self.case_policy = case_policy
         self.source = source
@@ -487,7 +487,7 @@ class CarbonTokenizer:
     # -- encode -----------------------------------------------------------------------------
     def _text_ids(self, text: str) -> list[int]:
         if self._fast_bpe is None:
-            self._fast_bpe = AsciiBpe(self._bpe)
+            self._fast_bpe = FastQwen3Bpe(self._bpe)
         return self._fast_bpe.encode(text)
 
     def _dna_content(self, content: str, ids: list[int], mask: list[int] | None) -> None:
