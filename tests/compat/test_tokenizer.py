@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -195,6 +197,132 @@ def test_single_string_call_and_numpy(tok):
 def test_unpadded_ragged_batch_cannot_become_a_tensor(tok):
     with pytest.raises(TokenizerError, match="padding=True"):
         tok(["<dna>A", "<dna>AAAAAAC"], return_tensors="pt")
+
+
+# -- a drop-in for the published class's call ----------------------------------------------------
+# The published HybridDNATokenizer overrides transformers' __call__: these are its semantics.
+
+BATCH = ["<dna>ACGTACGTACGTACGTAC", "<dna>A"]  # 4 and 2 ids
+
+
+@pytest.mark.parametrize("padding", [True, "longest", "max_length", "do_not_pad"])
+def test_any_truthy_padding_pads_to_the_longest_row(tok, padding):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 'do_not_pad' pads (as published) and says so
+        enc = tok(BATCH, padding=padding)
+    assert enc["input_ids"] == [tok.encode(BATCH[0]), tok.encode(BATCH[1]) + [PAD, PAD]]
+    assert enc["attention_mask"] == [[1, 1, 1, 1], [1, 1, 0, 0]]
+
+
+def test_do_not_pad_warns_that_it_pads(tok):
+    with pytest.warns(UserWarning, match="pads to the longest row"):
+        tok(BATCH, padding="do_not_pad")
+
+
+@pytest.mark.parametrize("max_length,width", [(3, 3), (100, 4), (1, 1)])
+def test_max_length_caps_padded_rows(tok, max_length, width):
+    enc = tok(BATCH, padding="max_length", max_length=max_length, truncation=True, return_token_mask=True)
+    long, short = tok.encode(BATCH[0], return_token_mask=True), tok.encode(BATCH[1], return_token_mask=True)
+    assert enc["input_ids"] == [long[0][:width], (short[0] + [PAD] * 2)[:width]]
+    assert enc["token_mask"] == [long[1][:width], (short[1] + [-2] * 2)[:width]]
+    assert enc["attention_mask"] == [[1] * width, ([1, 1, 0, 0])[:width]]
+
+
+def test_max_length_cuts_one_padded_string(tok):
+    assert tok(BATCH[0], padding=True, max_length=2)["input_ids"] == tok.encode(BATCH[0])[:2]
+
+
+def test_max_length_without_padding_cuts_nothing_and_says_so(tok):
+    with pytest.warns(UserWarning, match="no effect without padding"):
+        enc = tok(BATCH, max_length=2, truncation=True)
+    assert enc["input_ids"] == [tok.encode(t) for t in BATCH]
+
+
+def test_token_mask_values(tok):
+    ids, mask = tok.encode("hi <dna>ACGTACGTNCAAGGTT</dna>", return_token_mask=True)
+    text = tok._bpe.encode("hi ", add_special_tokens=False).ids
+    assert ids[len(text):] == [BEGIN, kmer(tok, "ACGTAC"), OOV, kmer(tok, "GGTTAA"), END]
+    assert mask == [-1] * len(text) + [0, 6, 0, 4, 0]  # text, <dna>, full 6-mer, <oov>, 4 real bases, </dna>
+    enc = tok(["<dna>ACGTACG", "<dna>A"], padding=True, return_token_mask=True, return_tensors="pt")
+    assert enc["token_mask"].tolist() == [[0, 6, 1], [0, 1, -2]]
+
+
+def test_token_mask_of_a_padded_oov_tail_is_zero(tok):
+    assert tok.encode("<dna>ACGTACGN", return_token_mask=True)[1] == [0, 6, 0]
+
+
+def test_auto_dna_tags(tok):
+    auto = CarbonTokenizer.builtin(auto_dna_tags=True)
+    assert auto.encode("ACGTAC") == [BEGIN, kmer(tok, "ACGTAC"), END] == tok.encode("ACGTAC", auto_dna_tags=True)
+    assert auto.encode("ACGTAC", auto_dna_tags=False) == tok.encode("ACGTAC")
+    assert auto.encode("<dna>ACGTAC") == tok.encode("<dna>ACGTAC")  # already tagged: left alone
+    assert auto(["ACGTAC"])["input_ids"] == [[BEGIN, kmer(tok, "ACGTAC"), END]]
+
+
+def test_auto_dna_tags_from_dna_config(tmp_path):
+    (tmp_path / "dna_config.json").write_text(
+        '{"k": 6, "dna_start_id": 151669, "dna_vocab_size": 4107, "auto_dna_tags": true}')
+    assert CarbonTokenizer.from_checkpoint(tmp_path).encode("GGGGGG") == [BEGIN, 155767, END]
+    (tmp_path / "dna_config.json").write_text(
+        '{"k": 6, "dna_start_id": 151669, "dna_vocab_size": 4107, "auto_dna_tags": "yes"}')
+    with pytest.raises(TokenizerError, match="auto_dna_tags='yes'; expected true or false"):
+        CarbonTokenizer.from_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize("one_id", [151672, np.int64(151672), torch.tensor(151672)])
+def test_decode_of_one_id(tok, one_id):
+    assert tok.decode(one_id) == "AAAAAA"
+    assert tok.decode(OOV, skip_special_tokens=True) == ""
+
+
+def test_decode_accepts_transformers_keywords(tok):
+    assert tok.decode([BEGIN, 151672], clean_up_tokenization_spaces=False) == "<dna>AAAAAA"
+    assert tok.batch_decode([[151672]], clean_up_tokenization_spaces=True) == ["AAAAAA"]
+
+
+def test_convert_one_token_and_unknown_tokens(tok):
+    assert tok.convert_tokens_to_ids("CCCCCC") == 154402
+    assert tok.convert_tokens_to_ids("<|endoftext|>") == PAD
+    assert tok.convert_tokens_to_ids("no-such-token") == 0  # published: Qwen3's unk id (None) or 0
+    assert tok.convert_tokens_to_ids(["<dna>", "no-such-token"]) == [BEGIN, 0]
+    assert tok.convert_ids_to_tokens(151672) == "AAAAAA"
+    assert tok.convert_ids_to_tokens([151672, 10**7, PAD]) == ["AAAAAA", "<oov>", "<|endoftext|>"]
+    assert tok.convert_ids_to_tokens([151672, PAD], skip_special_tokens=True) == ["AAAAAA"]
+
+
+def test_tensors_of_one_string(tok):
+    ids = tok.encode("<dna>ACGTACGT")
+    arr = tok("<dna>ACGTACGT", return_tensors="np")
+    assert arr["input_ids"].shape == (3,) and arr["input_ids"].tolist() == ids  # published: via BatchEncoding
+    pt = tok("<dna>ACGTACGT", return_tensors="pt", return_token_mask=True)
+    assert pt["input_ids"].shape == (1, 3) and pt["token_mask"].tolist() == [[0, 6, 2]]
+
+
+def test_ragged_numpy_batch_is_an_object_array(tok):
+    arr = tok(BATCH, return_tensors="np")["input_ids"]
+    assert arr.dtype == object and [row.tolist() for row in arr] == [tok.encode(t) for t in BATCH]
+
+
+def test_call_returns_a_batch_encoding(tok):
+    from transformers import BatchEncoding
+
+    enc = tok(BATCH, padding=True, return_tensors="pt")
+    assert isinstance(enc, BatchEncoding) and enc.input_ids.shape == (2, 4)
+
+
+def test_add_special_tokens_is_ignored_with_a_warning(tok):
+    with pytest.warns(UserWarning, match="add_special_tokens=True, ignoring"):
+        assert tok("<dna>A", add_special_tokens=True)["input_ids"] == [BEGIN, 151672]
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"padding": "max-length"}, "padding='max-length'; expected one of True, False, None, 'longest'"),
+    ({"max_length": -1}, "max_length=-1; expected a non-negative integer or None"),
+    ({"return_tensors": "tf"}, "return_tensors='tf'; expected None, 'np' or 'pt'"),
+])
+def test_bad_call_arguments_are_named(tok, kwargs, message):
+    with pytest.raises(TokenizerError, match=re.escape(message)):
+        tok(BATCH, **kwargs)
 
 
 # -- decode -------------------------------------------------------------------------------------

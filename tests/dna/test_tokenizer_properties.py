@@ -1,4 +1,5 @@
-"""Hypothesis properties of the 6-mer tokenizer, checked against an independent per-6-mer loop."""
+"""Hypothesis properties of the tokenizer, checked against an independent per-6-mer loop and against
+the published algorithm itself (``PublishedReference``: ids and token masks)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.tokenizer import CarbonTokenizer, dna_ids_loop
+from harness.fastbpe import FastQwen3Bpe
+from harness.tokenizer import SHORT_DNA_CHARS, CarbonTokenizer, dna_ids_loop
+from harness.tokenizer_reference import PublishedReference
 
 pytestmark = pytest.mark.dna
 
@@ -88,3 +91,42 @@ printable = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="<>
 def test_mixed_text_dna_and_tags_round_trip(parts):
     text = "".join(f"<dna>{v}</dna>" if k == "dna" else v for k, v in parts)
     assert TOK.decode(TOK.encode(text)) == text
+
+
+# -- against the published algorithm (ids and FNS token masks) -------------------------------------
+
+REFERENCE = PublishedReference()
+tags = st.sampled_from(["<dna>", "</dna>", "<vertebrate_mammalian>", "<|endoftext|>", "<think>", "\n", " "])
+dna_runs = st.text(alphabet=st.sampled_from(list("ACGTACGTACGTacgtN \n")), min_size=0, max_size=200)
+mixed_parts = st.lists(st.one_of(st.text(max_size=40), tags, dna_runs, printable), max_size=12).map("".join)
+
+
+@given(mixed_parts, st.booleans())
+def test_encode_and_token_mask_equal_the_published_algorithm(text, auto):
+    expected = REFERENCE.encode(text, return_token_mask=True, auto_dna_tags=auto)
+    assert TOK.encode(text, return_token_mask=True, auto_dna_tags=auto) == expected
+    assert TOK.encode(text, auto_dna_tags=auto) == expected[0]
+
+
+@given(st.text(alphabet=st.sampled_from(list("ACGTNacgt")), min_size=SHORT_DNA_CHARS, max_size=700))
+def test_long_dna_ids_and_masks_equal_the_published_algorithm(seq):
+    """Long content takes the table path (short content a dict lookup per 6-mer): both must agree."""
+    assert TOK.encode("<dna>" + seq, return_token_mask=True) == REFERENCE.encode("<dna>" + seq, return_token_mask=True)
+
+
+# Text the fast BPE path takes (ASCII, Latin-1, General Punctuation) mixed with what it must leave
+# to tokenizers (combining marks, other scripts, Unicode spaces, the long s that folds to s).
+fast_alphabet = st.characters(codec="utf-8", categories=None, max_codepoint=0xFF) | st.sampled_from(
+    [chr(c) for c in range(0x2010, 0x2060)] + ["\u0301", "\u3000", "\u2028", "\u017f", "\u212a", "日", "\U0001F600"])
+fast_text = st.lists(st.one_of(st.text(alphabet=fast_alphabet, max_size=30), tags,
+                               st.sampled_from(["'s", "'LL", "\r\n", "\n\n", "  x", "12345", "<|im_start|>"])),
+                     max_size=10).map("".join)
+
+
+FAST = FastQwen3Bpe(TOK._bpe)  # one instance: its word cache warms across examples, as in use
+
+
+@given(fast_text)
+def test_fast_bpe_path_equals_tokenizers(text):
+    assert FAST.supported
+    assert FAST.encode(text) == TOK._bpe.encode(text, add_special_tokens=False).ids

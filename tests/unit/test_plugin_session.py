@@ -63,17 +63,36 @@ def test_benchmark_json_carries_figures_and_manifest(gated_run):
     assert by_name["test_cte[carbon-tiny-smoke]"]["gate"] == "no threshold"
 
 
+IMPOSSIBLE_SPEEDUP = {"schema": 1, "thresholds": [
+    {"hardware": "*", "model": "*", "shape": "tokenizer", "metric": "dna_encode_speedup", "min": 1e9}]}
+
+
 def test_pytest_benchmark_save_and_compare_work_on_harness_benchmarks(tmp_path, carbon_cache_dir):
+    """Plumbing only: without -m perf speedups are recorded but not gated, so neither machine load
+    nor an impossible speedup bound can fail it."""
+    thresholds = tmp_path / "impossible.json"
+    thresholds.write_text(json.dumps(IMPOSSIBLE_SPEEDUP))
     # pytest-benchmark wants its storage below the working directory: run from tmp_path.
-    common = ("-m", "perf", str(REPO / "tests/perf/test_tokenizer_speed.py"), "--rootdir", str(REPO),
-              "--benchmark-storage", f"file://{tmp_path / 'bench'}")
+    common = (str(REPO / "tests/perf/test_tokenizer_speed.py"), "-k", "dna", "--rootdir", str(REPO),
+              "--carbon-thresholds", str(thresholds), "--benchmark-storage", f"file://{tmp_path / 'bench'}")
     saved = run_pytest(*common, "--benchmark-save=base", cache_dir=carbon_cache_dir, cwd=tmp_path)
     assert saved.returncode == 0, saved.stdout + saved.stderr
     files = list((tmp_path / "bench").rglob("*_base.json"))
     assert len(files) == 1
-    assert {b["extra_info"].get("implementation") for b in json.loads(files[0].read_text())["benchmarks"]} == {
-        "numpy", "per-6-mer loop"}
+    extra = {b["extra_info"].get("implementation"): b["extra_info"] for b in json.loads(files[0].read_text())["benchmarks"]}
+    assert set(extra) == {"carbon", "published per-6-mer reference"}
+    assert extra["carbon"]["dna_encode_speedup"] > 0
+    assert extra["carbon"]["gate"].startswith("not gated: speed is gated when -m selects perf")
     compared = run_pytest(*common, "--benchmark-compare", "--benchmark-compare-fail=median:1000%",
                           cache_dir=carbon_cache_dir, cwd=tmp_path)
     assert compared.returncode == 0, compared.stdout + compared.stderr
     assert "Comparing against benchmarks from" in compared.stdout + compared.stderr
+
+
+def test_speedups_are_gated_under_m_perf(tmp_path, carbon_cache_dir):
+    thresholds = tmp_path / "impossible.json"
+    thresholds.write_text(json.dumps(IMPOSSIBLE_SPEEDUP))
+    r = run_pytest("-m", "perf", str(REPO / "tests/perf/test_tokenizer_speed.py"), "-k", "carbon and dna",
+                   "--carbon-thresholds", str(thresholds), cache_dir=carbon_cache_dir)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "dna_encode_speedup =" in r.stdout and "is below min 1e+09" in r.stdout
