@@ -246,10 +246,12 @@ def fingerprint(path: str | Path) -> str:
     return h.hexdigest()[:24]
 
 
-def cached_checkpoint(model: str, cache_dir: str | Path, seed: int = DEFAULT_SEED,
+def cached_checkpoint(model: str, cache_dir: str | Path, seed: int | None = None,
                       progress: Progress | None = stderr_progress) -> Path:
-    """The synthetic checkpoint of ``model`` in the cache, built on first use (once, under a lock)."""
+    """The synthetic checkpoint of ``model`` in the cache, built on first use (once, under a lock);
+    ``seed`` defaults to the spec's own (a draft's differs from its target's)."""
     spec = get_model(model)
+    seed = spec.seed if seed is None else seed
     dest = Path(cache_dir) / "checkpoints" / f"{spec.name}-seed{seed}"
     if is_complete(dest):
         return dest

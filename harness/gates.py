@@ -28,6 +28,9 @@ METRICS: dict[str, str] = {
     "compile_s": "max", "load_s": "max",
     "tokens_per_s": "min", "bp_per_s": "min", "kbp_per_s": "min", "valid_dna_fraction": "min",
     "tkg_roofline_fraction": "min", "dna_encode_speedup": "min", "top1_agreement": "min",
+    # speculative decoding (harness.speculative)
+    "spec_acceptance_rate": "min", "spec_tokens_per_step": "min", "spec_draft_ms_per_step": "max",
+    "spec_verify_ms_per_step": "max", "spec_speedup": "min", "spec_speedup_gain": "min",
 }
 ENTRY_FIELDS = {"hardware", "model", "shape", "metric", "max", "min", "baseline", "tolerance", "note"}
 
