@@ -147,9 +147,12 @@ def main() -> None:
     demo.speculation_length = 0
     demo.enable_fused_speculation = False
     ours = derive_draft_neuron_config(target_nc)
-    a, b, c = vars(draft_nc), vars(demo), vars(ours)
-    kwargs_vs_demo = sorted(k for k in set(a) | set(b) if repr(a.get(k)) != repr(b.get(k)))
-    derived_vs_demo = sorted(k for k in set(c) | set(b) if repr(c.get(k)) != repr(b.get(k)))
+    def fields(config):  # nested config objects (on-device sampling) compared by their fields
+        return {k: repr(vars(v) if hasattr(v, "__dict__") else v) for k, v in vars(config).items()}
+
+    a, b, c = fields(draft_nc), fields(demo), fields(ours)
+    kwargs_vs_demo = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    derived_vs_demo = sorted(k for k in set(c) | set(b) if c.get(k) != b.get(k))
 
     def loader(path):
         def load(config):
