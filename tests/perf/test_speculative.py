@@ -48,7 +48,6 @@ class SpecBench:
     """Per session: engines, the target-alone baselines and the measured figures, each made once."""
 
     session: Session
-    baselines: dict = field(default_factory=dict)
     figures: dict = field(default_factory=dict)
 
     def engines(self, target: ModelRef, draft: ModelRef):
@@ -66,44 +65,45 @@ class SpecBench:
         tokenizer = self.session.tokenizer(target)
         return [Batch.from_prompts(tokenizer, [p]) for p in case_prompts(case)]
 
-    def baseline(self, target: ModelRef, case: SpecCase):
-        """The target alone (the harness's greedy loop): tokens of every prompt and e2e ms per round."""
-        key = (target.label, case.name)
-        if key not in self.baselines:
-            engine = self.session.engine(target, spec_shape())
-            batches, n = self.batches(target, case), self.new_tokens(case)
-            cfg = self.session.config
-            rounds = []
-            for _ in range(cfg.warmup + cfg.runs):
-                results = [engine.generate(b, n) for b in batches]
-                rounds.append(results)
-            timed = rounds[cfg.warmup:]
-            tokens = [r.tokens for r in timed[0]]
-            self.baselines[key] = (tokens, [sum(r.e2e_ms for r in results) for results in timed])
-        return self.baselines[key]
+    def rounds(self) -> tuple[int, int]:
+        """(timed, warm-up) rounds: the session's, at most 3 and 1 on a CPU (CPU-sized, like the lengths)."""
+        cfg = self.session.config
+        if self.session.hardware.kind == "cpu":
+            return min(cfg.runs, 3), min(cfg.warmup, 1)
+        return cfg.runs, cfg.warmup
+
+    def target_alone(self, target: ModelRef, case: SpecCase):
+        """One generation of every prompt by the target alone (the harness's greedy loop): the
+        combined tokens and e2e ms."""
+        engine = self.session.engine(target, spec_shape())
+        results = [engine.generate(b, self.new_tokens(case)) for b in self.batches(target, case)]
+        return torch.cat([r.tokens for r in results]), sum(r.e2e_ms for r in results)
 
     def run(self, target: ModelRef, draft: ModelRef, case: SpecCase):
         target_engine, draft_engine = self.engines(target, draft)
         batches, n, k = self.batches(target, case), self.new_tokens(case), self.session.config.speculation_length
         return combine_results([speculative_generate(target_engine, draft_engine, b, n, k) for b in batches])
 
-    def measure(self, target: ModelRef, draft: ModelRef, case: SpecCase, results) -> dict:
-        """Check the runs against the target alone and compute (and remember) their figures."""
-        tokens, target_ms = self.baseline(target, case)
-        expected = torch.cat(tokens)
+    def measure(self, target: ModelRef, draft: ModelRef, case: SpecCase, results, alone) -> dict:
+        """Check the runs against the target alone (``alone``: its (tokens, e2e ms) per round,
+        interleaved with the speculative rounds so both see the same machine) and remember the figures."""
         for r in results:
-            assert r.tokens.equal(expected), f"speculative output with draft {draft.label} differs from the target's"
-        figures = speculative_figures(results, target_ms)
+            assert r.tokens.equal(alone[0][0]), f"speculative output with draft {draft.label} differs from the target's"
+        figures = speculative_figures(results, [ms for _, ms in alone])
         figures.update(dna_figures(self.session.tokenizer(target), results[0].tokens, figures["e2e_ms_p50"]))
         self.figures[target.label, draft.label, case.name] = figures
         return figures
 
+    def interleaved(self, target: ModelRef, draft: ModelRef, case: SpecCase):
+        """Rounds of (target alone, speculative), for a figure no benchmark has measured yet."""
+        runs, warmup = self.rounds()
+        pairs = [(self.target_alone(target, case), self.run(target, draft, case)) for _ in range(warmup + runs)]
+        return [s for _, s in pairs[warmup:]], [a for a, _ in pairs[warmup:]]
+
     def figures_for(self, target: ModelRef, draft: ModelRef, case: SpecCase) -> dict:
         key = (target.label, draft.label, case.name)
         if key not in self.figures:
-            cfg = self.session.config
-            runs = [self.run(target, draft, case) for _ in range(cfg.warmup + cfg.runs)][cfg.warmup:]
-            self.measure(target, draft, case, runs)
+            self.measure(target, draft, case, *self.interleaved(target, draft, case))
         return self.figures[key]
 
 
@@ -128,14 +128,15 @@ def test_speculative(benchmark, spec_bench, carbon_model, carbon_draft, case, ca
     tokens/s, bp/s and the speedup over the target alone."""
     target_engine, _ = spec_bench.engines(carbon_model, carbon_draft)
     benchmark.group = f"speculative-{case.name}"
-    cfg = spec_bench.session.config
-    results = []
-    benchmark.pedantic(lambda: results.append(spec_bench.run(carbon_model, carbon_draft, case)),
-                       rounds=cfg.runs, warmup_rounds=cfg.warmup)
-    timed = timed_results(benchmark, results, cfg.warmup, cfg.runs)
-    figures = spec_bench.measure(carbon_model, carbon_draft, case, timed)
+    runs, warmup = spec_bench.rounds()
+    results, alone = [], []
+    benchmark.pedantic(lambda: results.append(spec_bench.run(carbon_model, carbon_draft, case)), rounds=runs,
+                       warmup_rounds=warmup, setup=lambda: alone.append(spec_bench.target_alone(carbon_model, case)))
+    timed = timed_results(benchmark, results, warmup, runs)
+    figures = spec_bench.measure(carbon_model, carbon_draft, case, timed, timed_results(benchmark, alone, warmup, runs))
     assert 0.0 <= figures["spec_acceptance_rate"] <= 1.0
-    assert 1.0 <= figures["spec_tokens_per_step"] <= cfg.speculation_length + 1
+    assert 1.0 <= figures["spec_tokens_per_step"] <= spec_bench.session.config.speculation_length + 1
+    benchmark.extra_info["rounds"] = runs
     batch = spec_bench.batches(carbon_model, case)[0]
     carbon_gate(benchmark, model=carbon_model.label, shape=gate_shape(carbon_draft.label), figures=figures,
                 context=spec_context(spec_bench, target_engine, carbon_draft, case, batch, "speculative"))
@@ -173,18 +174,20 @@ def test_assisted_decoding(benchmark, spec_bench, carbon_model, carbon_draft, ca
     case = T4_CASES[0]
     target_engine, draft_engine = spec_bench.engines(carbon_model, carbon_draft)
     benchmark.group = f"assisted-{case.name}"
-    cfg, n, k = spec_bench.session.config, spec_bench.new_tokens(case), spec_bench.session.config.speculation_length
+    n, k = spec_bench.new_tokens(case), spec_bench.session.config.speculation_length
+    runs, warmup = spec_bench.rounds()
     batch = spec_bench.batches(carbon_model, case)[0]
-    alone = [assisted_generate(target_engine, None, batch, n, k) for _ in range(cfg.warmup + cfg.runs)][cfg.warmup:]
-    results = []
+    results, alone = [], []
     benchmark.pedantic(lambda: results.append(assisted_generate(target_engine, draft_engine, batch, n, k)),
-                       rounds=cfg.runs, warmup_rounds=cfg.warmup)
-    timed = timed_results(benchmark, results, cfg.warmup, cfg.runs)
-    expected = spec_bench.baseline(carbon_model, case)[0][0]
+                       rounds=runs, warmup_rounds=warmup,
+                       setup=lambda: alone.append(assisted_generate(target_engine, None, batch, n, k)))
+    timed, alone = timed_results(benchmark, results, warmup, runs), timed_results(benchmark, alone, warmup, runs)
+    expected = spec_bench.target_alone(carbon_model, case)[0]
     assert all(r.tokens.equal(expected) for r in [*alone, *timed]), "assisted decoding differs from the target alone"
     e2e, base = Summary.of([r.e2e_ms for r in timed]).p50, Summary.of([r.e2e_ms for r in alone]).p50
     figures = {"e2e_ms_p50": e2e, "target_e2e_ms_p50": base, "spec_speedup": base / e2e,
                "tokens_per_s": throughput(n, e2e), "target_tokens_per_s": throughput(n, base)}
     figures.update(dna_figures(spec_bench.session.tokenizer(carbon_model), timed[0].tokens, e2e))
+    benchmark.extra_info["rounds"] = runs
     carbon_gate(benchmark, model=carbon_model.label, shape=f"assisted-{carbon_draft.label}", figures=figures,
                 context=spec_context(spec_bench, target_engine, carbon_draft, case, batch, "hf-assisted"))

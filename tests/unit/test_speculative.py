@@ -243,3 +243,30 @@ def test_real_nxdi_builds_and_round_trips_the_speculation_config(nxdi_source, tm
                              "fused_spec_config": "FusedSpecNeuronConfig", "draft_speculation_length": 0,
                              "draft_hidden_size": MODELS["carbon-500m"].hidden_size,
                              "target_hidden_size": MODELS["carbon-3b"].hidden_size, "worker_cls": "NeuronLlamaModel"}
+
+
+# -- the --carbon-draft option -------------------------------------------------------------------
+
+def options(**overrides):
+    base = {"backend": "hf", "models": None, "model_root": None, "shapes": None, "device": "cpu", "dtype": "auto",
+            "cache_dir": "/nonexistent-cache", "thresholds": None, "hardware": "cpu", "runs": 1, "warmup": 0,
+            "variants": None, "cores_per_worker": None}
+    return {**base, **overrides}
+
+
+def test_drafts_default_to_both_ends_of_the_embedded_default():
+    from harness.session import make_config
+
+    config = make_config(options(), REPO)
+    assert [d.label for d in config.drafts] == ["carbon-tiny-draft", "self"]
+    assert config.speculation_length == 4
+    config = make_config(options(drafts=["Carbon-500M", "self"], speculation_length=3), REPO)
+    assert [d.label for d in config.drafts] == ["carbon-500m", "self"] and config.speculation_length == 3
+
+
+def test_unknown_draft_is_named_with_what_is_accepted(tmp_path):
+    from harness.session import make_config
+
+    with pytest.raises(ValueError, match=r"--carbon-draft 'carbon-9b' is neither a known model \(carbon-500m, .*"
+                                         r"carbon-tiny-draft\) nor an existing checkpoint directory \(or 'self'"):
+        make_config(options(drafts=["carbon-9b"]), REPO)
