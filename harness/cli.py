@@ -26,7 +26,8 @@ def parse_model(value: str) -> str:
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     from harness.checkpoint import write_checkpoint
 
-    write_checkpoint(args.model, args.out, seed=args.seed, config_only=args.config_only, force=args.force)
+    seed = get_model(args.model).seed if args.seed is None else args.seed  # the cache's seed by default
+    write_checkpoint(args.model, args.out, seed=seed, config_only=args.config_only, force=args.force)
     print(args.out)
     return 0
 
@@ -200,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("checkpoint", help="write a synthetic Carbon checkpoint (real architecture, seeded weights)")
     p.add_argument("--model", required=True, type=parse_model, help=f"one of: {', '.join(MODELS)}")
     p.add_argument("--out", required=True, type=Path, help="directory to create (must be empty or absent)")
-    p.add_argument("--seed", type=parse_nonneg_int, default=0)
+    p.add_argument("--seed", type=parse_nonneg_int, default=None, help="default: the model's (0; carbon-tiny-draft 1)")
     p.add_argument("--config-only", action="store_true", help="write everything but the weights")
     p.add_argument("--force", action="store_true", help="replace a non-empty --out")
     p.set_defaults(func=cmd_checkpoint)

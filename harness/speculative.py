@@ -238,7 +238,7 @@ def assisted_generation_config(max_new_tokens: int, speculation_length: int, pad
     and no confidence cut-off, so transformers drafts exactly k tokens per step like the harness."""
     from transformers import GenerationConfig
 
-    return GenerationConfig(max_new_tokens=max_new_tokens, min_new_tokens=0, do_sample=False, num_beams=1,
+    return GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                             eos_token_id=None, pad_token_id=pad_token_id, bos_token_id=None,
                             num_assistant_tokens=check_speculation_length(speculation_length),
                             num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)

@@ -270,3 +270,14 @@ def test_unknown_draft_is_named_with_what_is_accepted(tmp_path):
     with pytest.raises(ValueError, match=r"--carbon-draft 'carbon-9b' is neither a known model \(carbon-500m, .*"
                                          r"carbon-tiny-draft\) nor an existing checkpoint directory \(or 'self'"):
         make_config(options(drafts=["carbon-9b"]), REPO)
+
+
+def test_embedded_draft_is_smaller_with_the_same_vocabulary_and_its_own_seed(tmp_path):
+    draft, target = MODELS["carbon-tiny-draft"], MODELS["carbon-tiny"]
+    assert draft.vocab_size == target.vocab_size == 155776 and draft.head_dim == target.head_dim == 64
+    assert draft.num_parameters < target.num_parameters and draft.num_hidden_layers == 1
+    assert draft.seed != target.seed  # unrelated weights: acceptance ~0
+    assert cli_main(["checkpoint", "--model", "carbon-tiny-draft", "--out", str(tmp_path / "d"), "--config-only"]) == 0
+    provenance = json.loads((tmp_path / "d" / "carbon_harness.json").read_text())
+    assert (provenance["model"], provenance["seed"]) == ("carbon-tiny-draft", draft.seed)
+    assert json.loads((tmp_path / "d" / "config.json").read_text())["num_hidden_layers"] == 1
