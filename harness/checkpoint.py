@@ -358,15 +358,17 @@ def fingerprint(path: str | Path) -> str:
 _VERIFIED: set[Path] = set()  # cache entries checked against their manifest in this process
 
 
-def cached_checkpoint(model: str, cache_dir: str | Path, seed: int = DEFAULT_SEED,
+def cached_checkpoint(model: str, cache_dir: str | Path, seed: int | None = None,
                       progress: Progress | None = stderr_progress) -> Path:
-    """The synthetic checkpoint of ``model`` in the cache, built on first use (once, under a lock).
+    """The synthetic checkpoint of ``model`` in the cache, built on first use (once, under a lock);
+    ``seed`` defaults to the spec's own (a draft's differs from its target's).
 
     The entry's name carries a digest of the spec (hf config, tensor shapes), the seed and the
     writer version, so a changed spec never reuses stale weights. Once per process the entry is
     checked against its manifest (sha256 of every file); a corrupt, truncated or missing file is
     rebuilt, with a progress line saying which and why."""
     spec = get_model(model)
+    seed = spec.seed if seed is None else seed
     if not str(cache_dir).strip():
         raise StorageError("cache directory '' is empty: give a directory")
     dest = Path(cache_dir) / "checkpoints" / f"{spec.name}-seed{seed}-{spec_digest(spec, seed)[:12]}"

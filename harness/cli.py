@@ -34,7 +34,8 @@ def model_with_rope_scaling(model: str, rope_scaling: str | None):
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     from harness.checkpoint import write_checkpoint
 
-    write_checkpoint(model_with_rope_scaling(args.model, args.rope_scaling), args.out, seed=args.seed,
+    seed = get_model(args.model).seed if args.seed is None else args.seed  # the cache's seed by default
+    write_checkpoint(model_with_rope_scaling(args.model, args.rope_scaling), args.out, seed=seed,
                      config_only=args.config_only, force=args.force)
     print(args.out)
     return 0
@@ -85,6 +86,16 @@ def parse_tolerance(value: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def parse_acceptance(value: str) -> float:
+    try:
+        a = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0.0 <= a <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be in [0, 1] (the fraction of draft tokens accepted)")
+    return a
+
+
 def emit(data: dict, as_json: bool, text: str) -> None:
     print(json.dumps(data, indent=2, default=str) if as_json else text)
 
@@ -96,6 +107,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     plan = make_plan(model_with_rope_scaling(args.model, args.rope_scaling), get_shape(args.shape),
                      get_profile(args.hardware), tp_degree=args.tp, dtype=args.dtype)
+    data = plan.to_dict()
     gib = 2**30
     s = plan.sharding
     lines = [
@@ -114,7 +126,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
                  f"{'fits' if plan.context_fits else 'DOES NOT FIT'}")
     if plan.logits_bytes_per_rank:
         lines.append(f"  scoring logits at every position: {plan.logits_bytes_per_rank / gib:.3f} GiB per rank")
-    emit(plan.to_dict(), args.json, "\n".join(lines))
+    if args.draft:
+        from harness.speculative import plan_speculation
+
+        sp = plan_speculation(args.model, args.draft, args.shape, get_profile(args.hardware), args.acceptance,
+                              args.speculation_length, tp_degree=args.tp, dtype=args.dtype)
+        data["speculative"] = sp.to_dict()
+        even = (f"{sp.break_even_acceptance:.2f}" if sp.break_even_acceptance is not None
+                else "none (the draft's step is too slow to ever pay)")
+        lines += [f"  speculative decoding with {sp.draft}, k={sp.speculation_length}, acceptance {sp.acceptance:.2f}: "
+                  f"{sp.expected_tokens_per_step:.2f} tokens/step, draft/target step {sp.step_time_ratio:.3f}, "
+                  f"predicted speedup {sp.speedup:.2f}x",
+                  f"    memory floors: target step {sp.target_tkg_floor_ms:.3f} ms, draft step {sp.draft_tkg_floor_ms:.3f} ms, "
+                  f"verification {sp.verify_floor_ms:.3f} ms; break-even acceptance {even}"]
+        lines += reference_speedup_lines(args, sp, data["speculative"])
+    emit(data, args.json, "\n".join(lines))
     if not plan.context_fits:
         print(plan.context_message(), file=sys.stderr)
         return 1
@@ -122,6 +148,28 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(plan.unfit_message(), file=sys.stderr)
         return 1
     return 0
+
+
+def reference_speedup_lines(args: argparse.Namespace, sp, data: dict) -> list[str]:
+    """The same prediction at the reference runs' measured TKG p50 of both models (fixtures/thresholds
+    baselines for this hardware and shape), where both are known; the verification is taken as one
+    target step (memory-bound)."""
+    from harness.gates import load_thresholds
+    from harness.session import default_threshold_paths
+    from harness.speculative import break_even_acceptance, predicted_speedup, reference_step_ms
+
+    thresholds = load_thresholds(default_threshold_paths(Path.cwd()))
+    target_ms = reference_step_ms(thresholds, args.hardware, sp.target, args.shape)
+    draft_ms = reference_step_ms(thresholds, args.hardware, sp.draft, args.shape)
+    if target_ms is None or draft_ms is None:
+        return [f"    (no reference TKG p50 of both models on {args.hardware} / {args.shape}: memory floors only)"]
+    speedup = predicted_speedup(sp.acceptance, sp.speculation_length, draft_ms, target_ms, target_ms)
+    even = break_even_acceptance(sp.speculation_length, draft_ms / target_ms)
+    data["reference"] = {"target_tkg_ms_p50": target_ms, "draft_tkg_ms_p50": draft_ms,
+                         "step_time_ratio": draft_ms / target_ms, "speedup": speedup, "break_even_acceptance": even}
+    return [f"    at the reference TKG p50 ({sp.target} {target_ms:g} ms, {sp.draft} {draft_ms:g} ms, ratio "
+            f"{draft_ms / target_ms:.3f}): predicted speedup {speedup:.2f}x; break-even acceptance "
+            + (f"{even:.2f}" if even is not None else "none (the draft's step is too slow to ever pay)")]
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
@@ -220,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("checkpoint", help="write a synthetic Carbon checkpoint (real architecture, seeded weights)")
     p.add_argument("--model", required=True, type=parse_model, help=f"one of: {', '.join(MODELS)}")
     p.add_argument("--out", required=True, type=Path, help="directory to create (must be empty or absent)")
-    p.add_argument("--seed", type=parse_nonneg_int, default=0)
+    p.add_argument("--seed", type=parse_nonneg_int, default=None, help="default: the model's (0; carbon-tiny-draft 1)")
     p.add_argument("--config-only", action="store_true", help="write everything but the weights")
     p.add_argument("--force", action="store_true", help="replace a non-empty --out")
     p.add_argument("--rope-scaling", metavar="yarn:FACTOR[:ORIGINAL]",
@@ -243,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--rope-scaling", metavar="yarn:FACTOR[:ORIGINAL]",
                    help="plan with a YaRN context extension (e.g. yarn:4 for the scan-64k shape)")
+    p.add_argument("--draft", type=parse_model, help="speculative draft model: predict the speedup of the pairing")
+    p.add_argument("--acceptance", type=parse_acceptance, help="with --draft: expected draft-token acceptance rate")
+    p.add_argument("--speculation-length", type=parse_positive_int, default=4, help="with --draft: draft tokens per step")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("cost", help="$ per Gbp and Mbp per $ of a bp/s throughput on a hardware profile")
@@ -281,6 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "plan" and (args.draft is None) != (args.acceptance is None):
+        parser.error("--acceptance needs --draft" if args.draft is None else
+                     "--draft needs --acceptance A (the expected draft-token acceptance rate, in [0, 1])")
     try:
         return args.func(args)
     except (ValueError, OSError) as exc:

@@ -33,6 +33,9 @@ GATED_FIGURES: dict[str, str] = {
     "tkg_roofline_fraction": "min",
     "compile_s": "max", "load_s": "max",  # tests/perf/test_compile.py (neuron)
     "dna_encode_speedup": "min", "mixed_encode_speedup": "min",  # tests/perf/test_tokenizer_speed.py
+    # speculative decoding (harness.speculative, tests/perf/test_speculative.py)
+    "spec_acceptance_rate": "min", "spec_tokens_per_step": "min", "spec_draft_ms_per_step": "max",
+    "spec_verify_ms_per_step": "max", "spec_speedup": "min", "spec_speedup_gain": "min",
     # scoring workloads (harness.scoring, tests/perf/test_scoring.py)
     "variants_per_s": "min", "scored_kbp_per_s": "min", "usd_per_million_variants": "max", "scoring_ms_p50": "max",
 }

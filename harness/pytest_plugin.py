@@ -56,6 +56,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help=f"an NxDI source checkout (or a folder with neuronx-distributed-inference/ and "
                          f"neuronx-distributed/ side by side) for the NxDI CPU tier, instead of the installed "
                          f"package (env: {NXDI_SOURCE_ENV})")
+    group.addoption("--carbon-draft", action="append", dest="carbon_drafts", metavar="NAME|PATH|self",
+                    help="repeatable: a speculative draft for every --carbon-model (same names and paths as "
+                         "--carbon-model, or self: the target drafts for itself); default: carbon-tiny-draft and self")
+    group.addoption("--carbon-speculation-length", type=parse_positive_int, default=4, metavar="K",
+                    help="draft tokens per speculative verification step (default 4)")
     group.addoption("--carbon-remote-tokenizer", metavar="CHECKPOINT", default=os.environ.get(REMOTE_TOKENIZER_ENV),
                     help=f"a real Carbon checkpoint whose published tokenizer (trust_remote_code) is compared with the "
                          f"builtin one (env: {REMOTE_TOKENIZER_ENV}); needs network or a warm HF cache for Qwen3")
@@ -77,6 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "warmup": config.getoption("carbon_warmup"), "variants": config.getoption("carbon_variants"),
         "cores_per_worker": config.getoption("carbon_cores_per_worker"),
         "neuron_cpu": config.getoption("carbon_neuron_cpu"), "nxdi_source": config.getoption("carbon_nxdi_source"),
+        "drafts": config.getoption("carbon_drafts"),
+        "speculation_length": config.getoption("carbon_speculation_length"),
     }
     try:
         harness_config = make_config(options, Path(str(config.rootpath)))
@@ -134,6 +141,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "carbon_shape" in metafunc.fixturenames:
         shapes = session.config.shapes
         metafunc.parametrize("carbon_shape", shapes, ids=[s.name for s in shapes], scope="session")
+    if "carbon_draft" in metafunc.fixturenames:
+        drafts = session.config.drafts
+        metafunc.parametrize("carbon_draft", drafts, ids=[f"with-{d.label}" for d in drafts], scope="session")
 
 
 @pytest.hookimpl(optionalhook=True)

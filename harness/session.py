@@ -66,6 +66,19 @@ def resolve_model(value: str, model_root: Path | None) -> ModelRef:
     return ModelRef(identify_model(info.config, path.name), path, not info.synthetic)
 
 
+def resolve_draft(value: str, model_root: Path | None) -> ModelRef:
+    """A speculative draft: ``self`` (the target drafts for itself) or what ``--carbon-model`` accepts."""
+    from harness.speculative import SELF_DRAFT
+
+    if value == SELF_DRAFT:
+        return ModelRef(SELF_DRAFT, None, False)
+    try:
+        return resolve_model(value, model_root)
+    except ValueError as exc:
+        message = str(exc).replace(f"--carbon-model {value!r}", f"--carbon-draft {value!r}", 1)
+        raise ValueError(f"{message} (or {SELF_DRAFT!r}: the target as its own draft)") from None
+
+
 @dataclass
 class HarnessConfig:
     backend: str = "hf"
@@ -84,6 +97,8 @@ class HarnessConfig:
     cores_per_worker: int | None = None
     neuron_cpu: bool = False  # the neuron backend in NxDI's CPU mode
     nxdi_source: Path | None = None  # NxDI from a source checkout instead of the installed package
+    drafts: list[ModelRef] = field(default_factory=list)  # speculative drafts (label "self": the target)
+    speculation_length: int = 4
 
 
 def parse_backend(value: str) -> str:
@@ -261,6 +276,22 @@ class Session:
             self._engines[key] = engine
         return self._engines[key]
 
+    def draft_engine(self, draft: ModelRef, target: ModelRef, shape: RunShape) -> Engine:
+        """The speculative draft's engine for a target: its own engine (own KV cache) even when the
+        draft is the target itself (``self``; on hf the two share one copy of the weights)."""
+        ref = target if draft.label == "self" else draft
+        key = (f"draft:{draft.label}:{target.label}", shape.name)
+        if key not in self._engines:
+            path = self.checkpoint(ref)
+            self.progress(f"loading draft {ref.label} for {target.label} ({self.config.backend}, shape {shape.name})")
+            engine = make_engine(self.config.backend, path, shape, ref.label, device=self.config.device,
+                                 dtype=self.config.dtype, cache_dir=self.config.cache_dir,
+                                 variants=self.config.variants, hardware=self.config.hardware_name)
+            self.load_log.append({"model": ref.label, "shape": shape.name, "role": "draft", "target": target.label,
+                                  "load_s": engine.info.load_s, "compile_s": engine.info.compile_s})
+            self._engines[key] = engine
+        return self._engines[key]
+
     def close(self) -> None:
         for engine in self._engines.values():
             engine.close()
@@ -304,6 +335,8 @@ def run_manifest(session: Session) -> dict[str, Any]:
         "warmup": cfg.warmup,
         "threshold_files": cfg.threshold_files,
         "variants": list(cfg.variants),
+        "drafts": [{"label": d.label, "path": str(d.path) if d.path else None, "real": d.real} for d in cfg.drafts],
+        "speculation_length": cfg.speculation_length,
         "neuron_rt_visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
         "engines": session.load_log,
         "nxdi": nxdi_manifest(),
@@ -374,6 +407,9 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
         variants = check_variants(options.get("variants") or ())
     except BackendError as exc:
         raise ValueError(f"--carbon-variant: {exc}") from None
+    from harness.speculative import EMBEDDED_DRAFTS
+
+    drafts = [resolve_draft(d, model_root) for d in (options.get("drafts") or EMBEDDED_DRAFTS)]
     cores = options.get("cores_per_worker")
     for shape in shapes:
         if cores and cores < shape.tp_degree:
@@ -392,3 +428,4 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
                          threshold_files=[str(f) for f in files], hardware_name=hardware, runs=runs, warmup=warmup,
                          model_root=model_root, variants=variants, cores_per_worker=options.get("cores_per_worker"),
                          neuron_cpu=neuron_cpu, nxdi_source=nxdi_source)
+                         drafts=drafts, speculation_length=int(options.get("speculation_length", 4)))

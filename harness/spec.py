@@ -35,6 +35,7 @@ class ModelSpec:
     max_position_embeddings: int
     vocab_size: int = VOCAB_SIZE
     hf_name: str = ""
+    seed: int = 0  # default seed of its synthetic checkpoint (a draft must not share its target's weights)
     rope_scaling: "RopeScaling | None" = None  # a context extension asked for (None: the published config)
 
     def with_rope_scaling(self, scaling: "RopeScaling | None") -> "ModelSpec":
@@ -167,6 +168,11 @@ MODELS: dict[str, ModelSpec] = {
         # The embedded default: Carbon's vocabulary and tokenizer, tiny dims, GQA kept (4 heads, 2 KV heads),
         # head_dim 64 as Carbon-500M (vLLM's CPU attention rejects 16); hidden 64 keeps the lm head small.
         ModelSpec("carbon-tiny", 64, 2, 4, 2, 64, 128, True, 500000.0, 1e-6, 8192, hf_name="Carbon-tiny"),
+        # The embedded default's speculative draft: same vocabulary and tokenizer, one layer and half the
+        # hidden size (the tied lm head dominates a tiny model's step, so a draft must shrink it to be cheaper),
+        # its own seed so that its weights are unrelated to carbon-tiny's (acceptance ~0).
+        ModelSpec("carbon-tiny-draft", 32, 1, 2, 1, 64, 64, True, 500000.0, 1e-6, 8192, hf_name="Carbon-tiny-draft",
+                  seed=1),
     )
 }
 DEFAULT_MODEL = "carbon-tiny"

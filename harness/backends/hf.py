@@ -141,6 +141,32 @@ class HFEngine(Engine):
         self._steps += 1
         return logits
 
+    @torch.inference_mode()
+    def extend_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed ``tokens`` [B, n] after the cache in one forward pass; logits [B, n, V] of every fed
+        position (speculative verification: one target step scores all draft tokens)."""
+        if self._mask is None:
+            raise RuntimeError("extend_logits() before prefill(): nothing to extend")
+        bsz, n = tokens.shape
+        if n > self.steps_left:
+            raise RuntimeError(f"{n} tokens do not fit: {self.steps_left} positions left at seq_len={self.shape.seq_len}")
+        self._mask = torch.cat([self._mask, torch.ones(bsz, n, dtype=self._mask.dtype, device=self.device)], dim=1)
+        positions = (self._lengths + self._steps).unsqueeze(1) + torch.arange(n, device=self.device)
+        out = self.model.model(input_ids=tokens.to(self.device), attention_mask=self._mask, position_ids=positions,
+                               past_key_values=self._cache, use_cache=True)
+        self._cache = out.past_key_values
+        self._steps += n
+        return self.model.lm_head(out.last_hidden_state)
+
+    def rewind(self, n: int) -> None:
+        """Drop the last ``n`` fed positions from the KV cache (rejected draft tokens)."""
+        if not 0 <= n <= self._steps:
+            raise ValueError(f"cannot rewind {n} positions: {self._steps} were fed since prefill")
+        if n:
+            self._steps -= n
+            self._cache.crop(-n)  # a negative length drops that many positions (transformers 4.57 and 5.x)
+            self._mask = self._mask[:, : self._width + self._steps]
+
     def prefill(self, batch: Batch) -> torch.Tensor:
         self._next = self.prefill_logits(batch).argmax(dim=-1)
         return self._next

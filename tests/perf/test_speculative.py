@@ -1,0 +1,193 @@
+"""Speculative decoding of each configured model with each draft (``--carbon-draft``; default: the
+embedded ``carbon-tiny-draft``, acceptance ~0, and the target itself, acceptance 1.0), on the seeds'
+four T4 configurations and the DNA suite, against the target alone on the same prompts in the same
+session. Every run is also checked token for token against the target alone (lossless).
+
+On a CPU the new-token counts are CPU-sized (``SpecCase.cpu_new_tokens``): an unrelated draft makes
+every token cost k draft steps, and the reference lengths would take minutes there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+
+from harness.backends.base import Batch
+from harness.dna import prompt_suite
+from harness.figures import dna_figures
+from harness.fixtures import engine_context, timed_results
+from harness.measure import Summary, throughput
+from harness.session import ModelRef, Session
+from harness.speculative import (
+    DNA_SUITE_CASE,
+    SELF_DRAFT,
+    T4_CASES,
+    SpecCase,
+    assisted_generate,
+    combine_results,
+    gate_shape,
+    speculative_figures,
+    speculative_generate,
+    spec_shape,
+)
+
+pytestmark = pytest.mark.perf
+
+CASES = (*T4_CASES, DNA_SUITE_CASE)
+
+
+def case_prompts(case: SpecCase) -> list[str]:
+    """The DNA suite's seven cases, or the balanced case at the T4 configuration's length."""
+    suite = prompt_suite(case.prompt_bp)
+    return [c.prompt for c in suite] if case is DNA_SUITE_CASE else [suite[0].prompt]
+
+
+@dataclass
+class SpecBench:
+    """Per session: engines, the target-alone baselines and the measured figures, each made once."""
+
+    session: Session
+    figures: dict = field(default_factory=dict)
+
+    def engines(self, target: ModelRef, draft: ModelRef):
+        if self.session.config.backend != "hf":
+            pytest.skip(f"speculative decoding is measured on the hf backend; on {self.session.config.backend} "
+                        "NxDI's speculation is planned by harness.speculative.neuron_speculation_kwargs but not run "
+                        "by the harness yet (and NxDI's CPU mode rejects speculation)")
+        shape = spec_shape()
+        return self.session.engine(target, shape), self.session.draft_engine(draft, target, shape)
+
+    def new_tokens(self, case: SpecCase) -> int:
+        return case.tokens_for(self.session.hardware.kind)
+
+    def batches(self, target: ModelRef, case: SpecCase) -> list[Batch]:
+        tokenizer = self.session.tokenizer(target)
+        return [Batch.from_prompts(tokenizer, [p]) for p in case_prompts(case)]
+
+    def rounds(self) -> tuple[int, int]:
+        """(timed, warm-up) rounds: the session's, at most 3 and 1 on a CPU (CPU-sized, like the lengths)."""
+        cfg = self.session.config
+        if self.session.hardware.kind == "cpu":
+            return min(cfg.runs, 3), min(cfg.warmup, 1)
+        return cfg.runs, cfg.warmup
+
+    def target_alone(self, target: ModelRef, case: SpecCase):
+        """One generation of every prompt by the target alone (the harness's greedy loop): the
+        combined tokens and e2e ms."""
+        engine = self.session.engine(target, spec_shape())
+        results = [engine.generate(b, self.new_tokens(case)) for b in self.batches(target, case)]
+        return torch.cat([r.tokens for r in results]), sum(r.e2e_ms for r in results)
+
+    def run(self, target: ModelRef, draft: ModelRef, case: SpecCase):
+        target_engine, draft_engine = self.engines(target, draft)
+        batches, n, k = self.batches(target, case), self.new_tokens(case), self.session.config.speculation_length
+        return combine_results([speculative_generate(target_engine, draft_engine, b, n, k) for b in batches])
+
+    def measure(self, target: ModelRef, draft: ModelRef, case: SpecCase, results, alone) -> dict:
+        """Check the runs against the target alone (``alone``: its (tokens, e2e ms) per round,
+        interleaved with the speculative rounds so both see the same machine) and remember the figures."""
+        for r in results:
+            assert r.tokens.equal(alone[0][0]), f"speculative output with draft {draft.label} differs from the target's"
+        figures = speculative_figures(results, [ms for _, ms in alone])
+        figures.update(dna_figures(self.session.tokenizer(target), results[0].tokens, figures["e2e_ms_p50"]))
+        self.figures[target.label, draft.label, case.name] = figures
+        return figures
+
+    def interleaved(self, target: ModelRef, draft: ModelRef, case: SpecCase):
+        """Rounds of (target alone, speculative), for a figure no benchmark has measured yet."""
+        runs, warmup = self.rounds()
+        pairs = [(self.target_alone(target, case), self.run(target, draft, case)) for _ in range(warmup + runs)]
+        return [s for _, s in pairs[warmup:]], [a for a, _ in pairs[warmup:]]
+
+    def figures_for(self, target: ModelRef, draft: ModelRef, case: SpecCase) -> dict:
+        key = (target.label, draft.label, case.name)
+        if key not in self.figures:
+            self.measure(target, draft, case, *self.interleaved(target, draft, case))
+        return self.figures[key]
+
+
+@pytest.fixture(scope="session")
+def spec_bench(carbon_session) -> SpecBench:
+    return SpecBench(carbon_session)
+
+
+def spec_context(bench: SpecBench, target_engine, draft: ModelRef, case: SpecCase, batch: Batch, decoding: str):
+    n = bench.new_tokens(case)
+    context = engine_context(target_engine, bench.session.hardware.name, batch, n)
+    context.update({"draft": draft.label, "speculation_length": bench.session.config.speculation_length,
+                    "case": case.name, "prompt_bp": case.prompt_bp, "prompts": len(case_prompts(case)),
+                    "reference_new_tokens": case.new_tokens, "cpu_sized": n != case.new_tokens,
+                    "decoding": decoding})
+    return context
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_speculative(benchmark, spec_bench, carbon_model, carbon_draft, case, carbon_gate):
+    """The harness's draft-then-verify loop: acceptance, tokens per step, draft/verify ms per step,
+    tokens/s, bp/s and the speedup over the target alone."""
+    target_engine, _ = spec_bench.engines(carbon_model, carbon_draft)
+    benchmark.group = f"speculative-{case.name}"
+    runs, warmup = spec_bench.rounds()
+    results, alone = [], []
+    benchmark.pedantic(lambda: results.append(spec_bench.run(carbon_model, carbon_draft, case)), rounds=runs,
+                       warmup_rounds=warmup, setup=lambda: alone.append(spec_bench.target_alone(carbon_model, case)))
+    timed = timed_results(benchmark, results, warmup, runs)
+    figures = spec_bench.measure(carbon_model, carbon_draft, case, timed, timed_results(benchmark, alone, warmup, runs))
+    assert 0.0 <= figures["spec_acceptance_rate"] <= 1.0
+    assert 1.0 <= figures["spec_tokens_per_step"] <= spec_bench.session.config.speculation_length + 1
+    benchmark.extra_info["rounds"] = runs
+    batch = spec_bench.batches(carbon_model, case)[0]
+    carbon_gate(benchmark, model=carbon_model.label, shape=gate_shape(carbon_draft.label), figures=figures,
+                context=spec_context(spec_bench, target_engine, carbon_draft, case, batch, "speculative"))
+
+
+def test_speedup_grows_with_acceptance(benchmark, spec_bench, carbon_model, carbon_gate):
+    """The two ends of the embedded default: self-drafting (acceptance 1.0) must beat an unrelated
+    draft (acceptance ~0). The ratio of the two measured speedups is gated (``spec_speedup_gain``),
+    so its bound is data, not a literal here."""
+    drafts = spec_bench.session.config.drafts
+    own = next((d for d in drafts if d.label == SELF_DRAFT), None)
+    other = next((d for d in drafts if d.label != SELF_DRAFT), None)
+    if own is None or other is None:
+        pytest.skip("needs --carbon-draft self and another draft (the default pair: self and carbon-tiny-draft)")
+    case = T4_CASES[0]
+    target_engine, draft_engine = spec_bench.engines(carbon_model, own)
+    high = spec_bench.figures_for(carbon_model, own, case)
+    low = spec_bench.figures_for(carbon_model, other, case)
+    assert high["spec_acceptance_rate"] == 1.0
+    benchmark.group = "speculative-ends"
+    batch = spec_bench.batches(carbon_model, case)[0]
+    benchmark.pedantic(speculative_generate, args=(target_engine, draft_engine, batch, spec_bench.new_tokens(case),
+                                                   spec_bench.session.config.speculation_length), rounds=1)
+    figures = {"spec_speedup_gain": high["spec_speedup"] / low["spec_speedup"],
+               "spec_speedup_self": high["spec_speedup"], "spec_acceptance_rate_self": high["spec_acceptance_rate"],
+               f"spec_speedup_{other.label}": low["spec_speedup"],
+               f"spec_acceptance_rate_{other.label}": low["spec_acceptance_rate"]}
+    carbon_gate(benchmark, model=carbon_model.label, shape="speculative-ends", figures=figures,
+                context=spec_context(spec_bench, target_engine, other, case, batch, "speculative"))
+
+
+def test_assisted_decoding(benchmark, spec_bench, carbon_model, carbon_draft, carbon_gate):
+    """transformers' own ``generate(assistant_model=draft)`` at batch 1 (all it supports), against the
+    same ``generate`` without a draft: the seeds' T4 measurement (0.87-0.90x), on this machine."""
+    case = T4_CASES[0]
+    target_engine, draft_engine = spec_bench.engines(carbon_model, carbon_draft)
+    benchmark.group = f"assisted-{case.name}"
+    n, k = spec_bench.new_tokens(case), spec_bench.session.config.speculation_length
+    runs, warmup = spec_bench.rounds()
+    batch = spec_bench.batches(carbon_model, case)[0]
+    results, alone = [], []
+    benchmark.pedantic(lambda: results.append(assisted_generate(target_engine, draft_engine, batch, n, k)),
+                       rounds=runs, warmup_rounds=warmup,
+                       setup=lambda: alone.append(assisted_generate(target_engine, None, batch, n, k)))
+    timed, alone = timed_results(benchmark, results, warmup, runs), timed_results(benchmark, alone, warmup, runs)
+    expected = spec_bench.target_alone(carbon_model, case)[0]
+    assert all(r.tokens.equal(expected) for r in [*alone, *timed]), "assisted decoding differs from the target alone"
+    e2e, base = Summary.of([r.e2e_ms for r in timed]).p50, Summary.of([r.e2e_ms for r in alone]).p50
+    figures = {"e2e_ms_p50": e2e, "target_e2e_ms_p50": base, "spec_speedup": base / e2e,
+               "tokens_per_s": throughput(n, e2e), "target_tokens_per_s": throughput(n, base)}
+    figures.update(dna_figures(spec_bench.session.tokenizer(carbon_model), timed[0].tokens, e2e))
+    benchmark.extra_info["rounds"] = runs
+    carbon_gate(benchmark, model=carbon_model.label, shape=f"assisted-{carbon_draft.label}", figures=figures,
+                context=spec_context(spec_bench, target_engine, carbon_draft, case, batch, "hf-assisted"))

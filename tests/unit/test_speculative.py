@@ -1,0 +1,283 @@
+"""Speculative decoding's pure parts: the acceptance math, the speedup plan, the batched accept
+rule, and NxDI 0.9's speculation config built from the kwargs (against the real NxDI source)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.backends.neuron import neuron_config_kwargs
+from harness.cli import main as cli_main
+from harness.hardware import get_profile
+from harness.speculative import (
+    SpeculativeError,
+    SpeculativeResult,
+    accepted_prefix,
+    break_even_acceptance,
+    combine_results,
+    expected_tokens_per_step,
+    neuron_speculation_kwargs,
+    neuron_speculation_unavailable_reason,
+    nxdi_speculation_length,
+    plan_speculation,
+    predicted_speedup,
+)
+from harness.spec import MODELS
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# -- the math ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("a,k,expected", [(0.0, 4, 1.0), (1.0, 4, 5.0), (0.5, 1, 1.5), (0.5, 2, 1.75),
+                                          (0.8, 3, (1 - 0.8 ** 4) / 0.2)])
+def test_expected_tokens_per_step(a, k, expected):
+    assert expected_tokens_per_step(a, k) == pytest.approx(expected)
+
+
+def test_expected_tokens_grow_with_acceptance_and_length():
+    values = [expected_tokens_per_step(a / 20, 4) for a in range(21)]
+    assert values == sorted(values) and values[0] == 1.0 and values[-1] == 5.0
+    assert expected_tokens_per_step(0.7, 8) > expected_tokens_per_step(0.7, 4)
+
+
+def test_predicted_speedup_is_tokens_over_step_time():
+    # k = 4 draft steps of 1 ms and a 5 ms verification against a 5 ms target step
+    assert predicted_speedup(1.0, 4, 1.0, 5.0, 5.0) == pytest.approx(5 * 5 / 9)
+    assert predicted_speedup(0.0, 4, 1.0, 5.0, 5.0) == pytest.approx(5 / 9)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "4"])
+def test_bad_speculation_length(bad):
+    with pytest.raises(SpeculativeError, match="speculation length .* must be a positive integer"):
+        expected_tokens_per_step(0.5, bad)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.01, float("nan"), "0.5"])
+def test_bad_acceptance(bad):
+    with pytest.raises(SpeculativeError, match=r"acceptance rate .* must be a number in \[0, 1\]"):
+        expected_tokens_per_step(bad, 4)
+
+
+def test_break_even_acceptance():
+    a = break_even_acceptance(4, 0.2)
+    assert 0 < a < 1
+    assert expected_tokens_per_step(a, 4) / (4 * 0.2 + 1) == pytest.approx(1.0, abs=1e-9)
+    assert break_even_acceptance(4, 0.0) == 0.0  # a free draft never costs anything
+    assert break_even_acceptance(4, 1.0) is None  # a draft as slow as the target never pays
+
+
+def test_accepted_prefix_counts_leading_agreement_per_row():
+    drafts = torch.tensor([[5, 6, 7], [5, 9, 7], [1, 6, 7], [5, 6, 7]])
+    predictions = torch.tensor([[5, 6, 7, 8], [5, 6, 7, 8], [5, 6, 7, 8], [5, 6, 0, 8]])
+    assert accepted_prefix(drafts, predictions).tolist() == [3, 1, 0, 2]
+    assert accepted_prefix(torch.empty(2, 0, dtype=torch.long), torch.zeros(2, 1, dtype=torch.long)).tolist() == [0, 0]
+
+
+def result(tokens, proposed, accepted, advanced, e2e):
+    return SpeculativeResult(torch.tensor(tokens), 4, 1.0, e2e, [1.0] * len(proposed), [2.0] * len(proposed),
+                             proposed, accepted, advanced)
+
+
+def test_result_rates_and_combining():
+    a = result([[1, 2, 3, 4, 5, 6]], [4, 1], [4, 0], [5, 1], 10.0)
+    b = result([[7, 8, 9, 1, 2, 3]], [4, 1], [0, 0], [1, 1], 30.0)
+    assert (a.acceptance_rate, a.tokens_per_step) == (4 / 5, 3.0)
+    both = combine_results([a, b])
+    assert both.tokens.shape == (2, 6) and both.e2e_ms == 40.0 and both.steps == 4
+    assert both.acceptance_rate == 4 / 10 and both.tokens_per_step == 8 / 4
+    with pytest.raises(ValueError, match="different lengths"):
+        combine_results([a, result([[1, 2]], [1], [1], [2], 1.0)])
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+def test_plan_3b_with_500m_draft_on_trn2():
+    hw = get_profile("trn2.3xlarge")
+    plan = plan_speculation("carbon-3b", "carbon-500m", "report-bs1", hw, acceptance=0.7, speculation_length=4)
+    assert plan.tp_degree == 4 and plan.speculation_length == 4
+    assert 0 < plan.draft_tkg_floor_ms < plan.target_tkg_floor_ms
+    assert plan.step_time_ratio == pytest.approx(plan.draft_tkg_floor_ms / plan.target_tkg_floor_ms)
+    # the verification reads the target's weights once for all k + 1 tokens, plus k more KV positions
+    assert plan.target_tkg_floor_ms < plan.verify_floor_ms < 1.01 * plan.target_tkg_floor_ms
+    assert plan.expected_tokens_per_step == pytest.approx(expected_tokens_per_step(0.7, 4))
+    assert plan.speedup == pytest.approx(plan.expected_tokens_per_step * plan.target_tkg_floor_ms
+                                         / (4 * plan.draft_tkg_floor_ms + plan.verify_floor_ms))
+    at_zero = plan_speculation("carbon-3b", "carbon-500m", "report-bs1", hw, acceptance=0.0)
+    assert at_zero.speedup < 1.0 < plan.speedup
+    assert at_zero.break_even_acceptance == pytest.approx(plan.break_even_acceptance)
+    assert plan_speculation("carbon-3b", "carbon-500m", "report-bs1", hw, 1.0).speedup < 5.0
+
+
+def test_plan_of_a_draft_that_cannot_pay():
+    hw = get_profile("trn2.3xlarge")
+    plan = plan_speculation("carbon-500m", "carbon-3b", "report-bs1", hw, acceptance=1.0)
+    assert plan.speedup < 1.0 and plan.break_even_acceptance is None
+
+
+def test_cli_plan_with_a_draft(capsys):
+    argv = ["plan", "--model", "carbon-3b", "--shape", "report-bs1", "--hardware", "trn2.3xlarge", "--tp", "4",
+            "--draft", "carbon-500m", "--acceptance", "0.7", "--speculation-length", "4"]
+    assert cli_main(argv) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"speculative decoding with carbon-500m, k=4, acceptance 0\.70: .* tokens/step, "
+                     r"draft/target step 0\.\d+, predicted speedup \d+\.\d+x", out), out
+    assert "break-even acceptance" in out
+    # the reference runs' TKG p50 (fixtures/thresholds baselines): 500M's step is half 3B's, not 15%
+    assert "at the reference TKG p50 (carbon-3b 6.68 ms, carbon-500m 3.35 ms" in out
+    assert cli_main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["speculative"]["draft"] == "carbon-500m" and data["speculative"]["speedup"] > 1.0
+    reference = data["speculative"]["reference"]
+    assert reference["speedup"] == pytest.approx(expected_tokens_per_step(0.7, 4) / (4 * 3.35 / 6.68 + 1))
+    assert reference["speedup"] < 1.0  # at acceptance 0.7 and k = 4 the measured step times do not pay
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--acceptance", "0.7"], "--acceptance needs --draft"),
+    (["--draft", "carbon-500m", "--acceptance", "1.5"], "must be in [0, 1]"),
+    (["--draft", "carbon-500m", "--speculation-length", "0"], "must be at least 1"),
+    (["--draft", "carbon-9b"], "unknown model 'carbon-9b'"),
+])
+def test_cli_plan_rejects_bad_speculation_options(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["plan", "--model", "carbon-3b", "--shape", "report-bs1", *argv])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+# -- NxDI 0.9 speculation kwargs ----------------------------------------------------------------
+
+def test_neuron_kwargs_follow_nxdi_demo():
+    target, draft = neuron_speculation_kwargs("carbon-3b", "carbon-500m", "report-bs1", speculation_length=4)
+    base = neuron_config_kwargs("carbon-3b", "report-bs1")
+    assert target == {**base, "speculation_length": 5, "enable_fused_speculation": True}
+    assert draft == {**base, "speculation_length": 0, "enable_fused_speculation": False}
+    assert target["on_device_sampling_config"]["top_k"] == 1  # NxDI's fused model asserts on-device sampling
+    _, draft_tp = neuron_speculation_kwargs("carbon-3b", "carbon-500m", "report-bs1", 4, fused=False, draft_tp_degree=2)
+    assert draft_tp["tp_degree"] == 2
+    assert nxdi_speculation_length(1) == 2
+
+
+def test_neuron_kwargs_reject_bad_values():
+    with pytest.raises(SpeculativeError, match="speculation length 0"):
+        neuron_speculation_kwargs("carbon-3b", "carbon-500m", "report-bs1", 0)
+    with pytest.raises(ValueError, match="unknown model 'carbon-1b'"):
+        neuron_speculation_kwargs("carbon-3b", "carbon-1b", "report-bs1")
+    with pytest.raises(SpeculativeError, match="draft_tp_degree=0"):
+        neuron_speculation_kwargs("carbon-3b", "carbon-500m", "report-bs1", draft_tp_degree=0)
+
+
+def vendor_dir() -> Path | None:
+    """NxDI sources: $CARBON_NXDI_SOURCE, else a shared/vendor beside the checkout or above it."""
+    explicit = os.environ.get("CARBON_NXDI_SOURCE")
+    candidates = [Path(explicit)] if explicit else [p / "shared" / "vendor" for p in REPO.parents]
+    return next((c for c in candidates if (c / "neuronx-distributed-inference" / "src").is_dir()), None)
+
+
+@pytest.fixture(scope="module")
+def nxdi_source() -> Path:
+    vendor = vendor_dir()
+    if vendor is None:
+        pytest.skip("needs NxDI 0.9 sources: set CARBON_NXDI_SOURCE to a dir with neuronx-distributed-inference/src "
+                    "and neuronx-distributed/src (../shared/vendor)")
+    return vendor
+
+
+def nxdi_file(vendor: Path, relative: str) -> str:
+    return (vendor / "neuronx-distributed-inference" / "src" / "neuronx_distributed_inference" / relative).read_text()
+
+
+def test_every_speculation_kwarg_is_a_neuron_config_field(nxdi_source):
+    source = nxdi_file(nxdi_source, "models/config.py")
+    popped = set(re.findall(r'kwargs\.pop\(\s*"(\w+)"', source))
+    target, draft = neuron_speculation_kwargs("carbon-3b", "carbon-500m", "report-bs1")
+    for name in ("speculation_length", "enable_fused_speculation"):
+        assert name in popped, f"NeuronConfig no longer takes {name!r}"
+    assert "trace_tokengen_model" not in target  # deprecated in 0.9: derived from the speculation flags
+    demo = nxdi_file(nxdi_source, "inference_demo.py")
+    assert "draft_neuron_config.speculation_length = 0" in demo
+    assert "draft_neuron_config.enable_fused_speculation = False" in demo
+
+
+def test_cpu_mode_rejects_speculation_as_the_skip_reason_says(nxdi_source):
+    assert "Speculation is not yet supported for CPU inference" in nxdi_file(nxdi_source, "models/application_base.py")
+    assert "Speculation is not yet supported for CPU inference" in neuron_speculation_unavailable_reason("cpu")
+    assert neuron_speculation_unavailable_reason("neuron") is None
+
+
+@pytest.mark.slow
+def test_real_nxdi_builds_and_round_trips_the_speculation_config(nxdi_source, tmp_path):
+    """NxDI's own NeuronConfig, LlamaInferenceConfig and FusedSpecNeuronConfig, from the vendored source
+    with the Neuron-only packages stubbed, in a subprocess: the kwargs are consumed, the draft matches
+    what inference_demo.py derives, and the fused config survives NxDI's save/load."""
+    from harness.checkpoint import write_checkpoint
+
+    target_kwargs, draft_kwargs = neuron_speculation_kwargs("carbon-3b", "carbon-500m", "report-bs1", 4)
+    request = {"target_kwargs": target_kwargs, "draft_kwargs": draft_kwargs, "harness_root": str(REPO),
+               "target_checkpoint": str(write_checkpoint("carbon-3b", tmp_path / "3b", config_only=True, progress=None)),
+               "draft_checkpoint": str(write_checkpoint("carbon-500m", tmp_path / "500m", config_only=True,
+                                                        progress=None))}
+    r = subprocess.run([sys.executable, str(Path(__file__).with_name("nxdi_speculation_probe.py")), str(nxdi_source),
+                        str(tmp_path)], input=json.dumps(request), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    # pad_token_id is the reference kwargs' (harness.backends.neuron), not speculation's: NxDI 0.9's
+    # NeuronConfig does not take it (it logs it as unexpected); every speculation kwarg is consumed.
+    assert set(out["unexpected_kwargs"]) <= {"pad_token_id"}, out["unexpected_kwargs"]
+    assert out["target"]["speculation_length"] == 5 and out["target"]["enable_fused_speculation"] is True
+    assert out["target"]["spec_batch_size"] == 1 and out["target"]["kv_cache_tiling"] is True
+    assert out["draft"] == {"speculation_length": 0, "enable_fused_speculation": False, "tp_degree": 4}
+    assert out["derived_vs_demo"] == []  # derive_draft_neuron_config is the demo's derivation
+    assert out["kwargs_vs_demo"] == ["kv_cache_tiling"]  # only what NeuronConfig derives from the flags
+    assert out["loaded"] == {"speculation_length": 5, "enable_fused_speculation": True,
+                             "fused_spec_config": "FusedSpecNeuronConfig", "draft_speculation_length": 0,
+                             "draft_hidden_size": MODELS["carbon-500m"].hidden_size,
+                             "target_hidden_size": MODELS["carbon-3b"].hidden_size, "worker_cls": "NeuronLlamaModel"}
+
+
+# -- the --carbon-draft option -------------------------------------------------------------------
+
+def options(**overrides):
+    base = {"backend": "hf", "models": None, "model_root": None, "shapes": None, "device": "cpu", "dtype": "auto",
+            "cache_dir": "/nonexistent-cache", "thresholds": None, "hardware": "cpu", "runs": 1, "warmup": 0,
+            "variants": None, "cores_per_worker": None}
+    return {**base, **overrides}
+
+
+def test_drafts_default_to_both_ends_of_the_embedded_default():
+    from harness.session import make_config
+
+    config = make_config(options(), REPO)
+    assert [d.label for d in config.drafts] == ["carbon-tiny-draft", "self"]
+    assert config.speculation_length == 4
+    config = make_config(options(drafts=["Carbon-500M", "self"], speculation_length=3), REPO)
+    assert [d.label for d in config.drafts] == ["carbon-500m", "self"] and config.speculation_length == 3
+
+
+def test_unknown_draft_is_named_with_what_is_accepted(tmp_path):
+    from harness.session import make_config
+
+    with pytest.raises(ValueError, match=r"--carbon-draft 'carbon-9b' is neither a known model \(carbon-500m, .*"
+                                         r"carbon-tiny-draft\) nor an existing checkpoint directory \(or 'self'"):
+        make_config(options(drafts=["carbon-9b"]), REPO)
+
+
+def test_embedded_draft_is_smaller_with_the_same_vocabulary_and_its_own_seed(tmp_path):
+    draft, target = MODELS["carbon-tiny-draft"], MODELS["carbon-tiny"]
+    assert draft.vocab_size == target.vocab_size == 155776 and draft.head_dim == target.head_dim == 64
+    assert draft.num_parameters < target.num_parameters and draft.num_hidden_layers == 1
+    assert draft.seed != target.seed  # unrelated weights: acceptance ~0
+    assert cli_main(["checkpoint", "--model", "carbon-tiny-draft", "--out", str(tmp_path / "d"), "--config-only"]) == 0
+    provenance = json.loads((tmp_path / "d" / "carbon_harness.json").read_text())
+    assert (provenance["model"], provenance["seed"]) == ("carbon-tiny-draft", draft.seed)
+    assert json.loads((tmp_path / "d" / "config.json").read_text())["num_hidden_layers"] == 1
