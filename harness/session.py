@@ -427,5 +427,5 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
                          cache_dir=Path(options["cache_dir"]).expanduser(), thresholds=load_thresholds(files),
                          threshold_files=[str(f) for f in files], hardware_name=hardware, runs=runs, warmup=warmup,
                          model_root=model_root, variants=variants, cores_per_worker=options.get("cores_per_worker"),
-                         neuron_cpu=neuron_cpu, nxdi_source=nxdi_source)
+                         neuron_cpu=neuron_cpu, nxdi_source=nxdi_source,
                          drafts=drafts, speculation_length=int(options.get("speculation_length", 4)))
