@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from harness.dna import sequence_metrics
 from harness.measure import Summary, throughput
 from harness.plan import tkg_roofline_fraction, tkg_step_bytes
-from harness.spec import ModelSpec
+from harness.spec import MODELS, ModelSpec
 from harness.tokenizer import CarbonTokenizer
 
 if TYPE_CHECKING:  # torch stays out of the import path of gates / report / compare
@@ -40,7 +40,12 @@ GATED_FIGURES: dict[str, str] = {
     "variants_per_s": "min", "scored_kbp_per_s": "min", "usd_per_million_variants": "max", "scoring_ms_p50": "max",
 }
 # Shape labels benchmarks gate under besides the compiled shapes of harness.spec.SHAPES.
-EXTRA_SHAPE_LABELS = ("tokenizer",)
+EXTRA_SHAPE_LABELS = (
+    "tokenizer",
+    "vep-bs8-sweep",  # tests/perf/test_scoring.py
+    "speculative-ends",  # tests/perf/test_speculative.py: "speculative-<draft>", "assisted-<draft>"
+    *(f"{kind}-{draft}" for kind in ("speculative", "assisted") for draft in (*MODELS, "self")),
+)
 DECODINGS = ("fns",)  # test_suites gates "<shape>-<decoding>" for non-direct decoding
 
 

@@ -4,102 +4,16 @@ not leak into the test process).
 
 Usage: python nxdi_speculation_probe.py VENDOR_DIR WORK_DIR < request.json
 
-VENDOR_DIR holds ``neuronx-distributed-inference/src`` and ``neuronx-distributed/src`` (see
-../shared/vendor/README.md for why the Neuron-only packages are stubbed and how
-``neuronx_distributed`` is loaded without its ``__init__``)."""
+VENDOR_DIR holds ``neuronx-distributed-inference/src`` and ``neuronx-distributed/src``; NxDI is
+imported the way the NxDI CPU tier imports it (``harness.backends.neuron_stubs``)."""
 
 from __future__ import annotations
 
 import copy
-import importlib.abc
-import importlib.machinery
 import json
 import logging
 import sys
-import types
 from pathlib import Path
-
-STUBBED = ("torch_xla", "torch_neuronx", "nki", "nkilib", "libneuronxla", "neuronxcc")
-NO_INIT = ("neuronx_distributed", "neuronx_distributed.modules", "neuronx_distributed.modules.moe")
-
-
-class _Anything:
-    """Stands for any attribute of a Neuron-only package (only touched at import time here)."""
-
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __call__(self, *args, **kwargs):
-        return _Anything()
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Anything()
-
-    def __mro_entries__(self, bases):
-        return (object,)
-
-    def __iter__(self):
-        return iter(())
-
-    def __bool__(self):
-        return False
-
-
-class _StubModule(types.ModuleType):
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        if name == "get_platform_target":
-            return lambda *a, **k: "trn2"
-        return _Anything()
-
-
-class _Loader(importlib.abc.Loader):
-    def __init__(self, path: Path | None = None):
-        self.path = path
-
-    def create_module(self, spec):
-        module = _StubModule(spec.name) if self.path is None else types.ModuleType(spec.name)
-        module.__path__ = [] if self.path is None else [str(self.path)]
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, nxd_src: Path):
-        self.nxd_src = nxd_src
-
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in STUBBED:
-            return importlib.machinery.ModuleSpec(name, _Loader(), is_package=True)
-        if name in NO_INIT:
-            return importlib.machinery.ModuleSpec(name, _Loader(self.nxd_src / name.replace(".", "/")),
-                                                  is_package=True)
-        return None
-
-
-def install(vendor: Path) -> None:
-    import torch._classes as classes
-
-    nxd_src = vendor / "neuronx-distributed" / "src"
-    sys.meta_path.insert(0, _Finder(nxd_src))
-    sys.path[:0] = [str(vendor / "neuronx-distributed-inference" / "src"), str(nxd_src)]
-    original = classes._ClassNamespace.__getattr__
-
-    def soft(self, attr):  # torch.classes.neuron.* exist only with the Neuron runtime
-        try:
-            return original(self, attr)
-        except RuntimeError:
-            if self.name == "neuron":
-                return _Anything
-            raise
-
-    classes._ClassNamespace.__getattr__ = soft
-
 
 class _Unexpected(logging.Handler):
     """NeuronConfig logs the kwargs it did not consume instead of raising: collect them."""
@@ -127,6 +41,9 @@ def plain(value):
 def main() -> None:
     vendor, work = Path(sys.argv[1]), Path(sys.argv[2])
     request = json.load(sys.stdin)
+    sys.path.insert(0, request["harness_root"])
+    from harness.backends.neuron_stubs import install
+
     install(vendor)
     from neuronx_distributed_inference.models.config import FusedSpecNeuronConfig, NeuronConfig
     from neuronx_distributed_inference.models.llama.modeling_llama import (
@@ -134,7 +51,6 @@ def main() -> None:
         NeuronLlamaForCausalLM,
     )
 
-    sys.path.insert(0, request["harness_root"])
     from harness.speculative import derive_draft_neuron_config
 
     unexpected = _Unexpected()
