@@ -23,7 +23,8 @@ SESSION_KEY = pytest.StashKey[Session]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("carbon-harness", "Carbon model benchmark and conformance harness")
-    group.addoption("--carbon-backend", default="hf", help="hf (transformers, default) or neuron (NxDI on Trainium2)")
+    group.addoption("--carbon-backend", default="hf", help="hf (transformers, default), neuron (NxDI on Trainium2) "
+                    "or openai (an OpenAI-compatible server: --carbon-endpoint / --carbon-serve)")
     group.addoption("--carbon-model", action="append", dest="carbon_models", metavar="NAME|PATH",
                     help="repeatable: carbon-tiny (default), carbon-500m, carbon-3b, carbon-8b, or a checkpoint "
                          "directory; names resolve under --carbon-model-root, else to synthetic weights")
@@ -50,6 +51,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--carbon-remote-tokenizer", metavar="CHECKPOINT", default=os.environ.get(REMOTE_TOKENIZER_ENV),
                     help=f"a real Carbon checkpoint whose published tokenizer (trust_remote_code) is compared with the "
                          f"builtin one (env: {REMOTE_TOKENIZER_ENV}); needs network or a warm HF cache for Qwen3")
+    group.addoption("--carbon-endpoint", metavar="URL",
+                    help="an OpenAI-compatible server (vLLM, vLLM-neuron, SGLang) to benchmark, e.g. "
+                         "http://127.0.0.1:8000; its API key comes from $CARBON_API_KEY")
+    group.addoption("--carbon-served-model", metavar="NAME", help="the model name the server serves (default: its only one)")
+    group.addoption("--carbon-serve", metavar="SERVER",
+                    help="vllm: start a vLLM server on the first --carbon-model for the session (needs vllm installed)")
+    group.addoption("--carbon-serve-timeout", type=parse_positive_int, default=600, metavar="S",
+                    help="seconds to wait for --carbon-serve's server to answer")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,13 +76,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "hardware": config.getoption("carbon_hardware"), "runs": config.getoption("carbon_runs"),
         "warmup": config.getoption("carbon_warmup"), "variants": config.getoption("carbon_variants"),
         "cores_per_worker": config.getoption("carbon_cores_per_worker"),
+        "endpoint": config.getoption("carbon_endpoint"), "served_model": config.getoption("carbon_served_model"),
+        "serve": config.getoption("carbon_serve"), "serve_timeout": config.getoption("carbon_serve_timeout"),
     }
     try:
         harness_config = make_config(options, Path(str(config.rootpath)))
         from harness.session import assign_worker_cores, check_backend_available
 
         assign_worker_cores(harness_config, os.environ.get("PYTEST_XDIST_WORKER", "master"))
-        check_backend_available(harness_config.backend)
+        check_backend_available(harness_config.backend, harness_config)
     except (ValueError, OSError, BackendError) as exc:
         raise pytest.UsageError(f"carbon-harness: {exc}") from None
     config.stash[SESSION_KEY] = Session(harness_config, progress=terminal_progress(config))
@@ -106,7 +117,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"carbon-harness: models={models}",
         f"carbon-harness: shapes={', '.join(s.name for s in cfg.shapes)} runs={cfg.runs} warmup={cfg.warmup} "
         f"thresholds={len(cfg.thresholds)} from {', '.join(cfg.threshold_files) or 'none'} cache={cfg.cache_dir}",
-    ]
+    ] + ([f"carbon-harness: serving endpoint={cfg.endpoint or 'none'} serve={cfg.serve or 'none'}"]
+         if cfg.endpoint or cfg.serve else [])
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

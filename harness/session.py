@@ -82,6 +82,10 @@ class HarnessConfig:
     model_root: Path | None = None
     variants: tuple[str, ...] = ()
     cores_per_worker: int | None = None
+    endpoint: str | None = None  # a running OpenAI-compatible server (--carbon-endpoint)
+    served_model: str | None = None
+    serve: str | None = None  # a server the session starts itself (--carbon-serve vllm)
+    serve_timeout_s: float = 600.0
 
 
 def parse_backend(value: str) -> str:
@@ -106,8 +110,11 @@ def assign_worker_cores(config: HarnessConfig, worker_id: str) -> str | None:
     return cores
 
 
-def check_backend_available(backend: str) -> None:
+def check_backend_available(backend: str, config: HarnessConfig | None = None) -> None:
     """Fail the session at start, once, when the backend cannot run on this machine."""
+    if backend == "openai" and config is not None and not (config.endpoint or config.serve):
+        raise BackendError("--carbon-backend openai needs --carbon-endpoint URL of a running server "
+                           "or --carbon-serve vllm")
     if backend == "neuron":
         from harness.backends.neuron import neuron_unavailable_reason
 
@@ -127,6 +134,9 @@ class Session:
         self._tokenizers: dict[str, CarbonTokenizer] = {}
         self._hardware: HardwareProfile | None = None
         self.load_log: list[dict[str, Any]] = []
+        self._server: Any = None
+        self._endpoint: Any = None
+        self._endpoint_error: Exception | None = None
 
     @property
     def hardware(self) -> HardwareProfile:
@@ -154,17 +164,57 @@ class Session:
             start = time.perf_counter()
             engine = make_engine(self.config.backend, path, shape, ref.label, device=self.config.device,
                                  dtype=self.config.dtype, cache_dir=self.config.cache_dir,
-                                 variants=self.config.variants, hardware=self.config.hardware_name)
+                                 variants=self.config.variants, hardware=self.config.hardware_name,
+                                 endpoint=self.endpoint() if self.config.backend == "openai" else None)
             self.load_log.append({"model": ref.label, "shape": shape.name, "load_s": engine.info.load_s,
                                   "compile_s": engine.info.compile_s, "total_s": time.perf_counter() - start})
             self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s")
             self._engines[key] = engine
         return self._engines[key]
 
+    def endpoint(self) -> Any:
+        """The serving endpoint: --carbon-endpoint, or a vLLM server this session starts on the first
+        model's checkpoint (once; stopped by ``close``). Raises ServerError / ServingError saying why not."""
+        if self._endpoint_error is not None:
+            raise self._endpoint_error  # tried once this session: do not start a failing server again
+        try:
+            return self._start_endpoint()
+        except Exception as exc:
+            self._endpoint_error = exc
+            raise
+
+    def _start_endpoint(self) -> Any:
+        if self._endpoint is None:
+            from harness.backends.openai import Endpoint, resolve_endpoint, run_async
+
+            if self.config.endpoint:
+                url = self.config.endpoint
+            elif self.config.serve == "vllm":
+                from harness.serving_server import start_vllm
+
+                ref = self.config.models[0]
+                log = self.config.cache_dir / "serving" / "logs" / f"vllm-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+                self._server = start_vllm(self.checkpoint(ref), self.config.cache_dir, log, served_model=ref.label,
+                                          timeout_s=self.config.serve_timeout_s, progress=self.progress)
+                url = self._server.url
+            else:
+                raise BackendError("no server: pass --carbon-endpoint URL or --carbon-serve vllm")
+            self._endpoint = run_async(resolve_endpoint(Endpoint.from_env(url, self.config.served_model)))
+        return self._endpoint
+
+    @property
+    def server(self) -> Any:
+        """The server this session started (a VLLMServer), or None."""
+        return self._server
+
     def close(self) -> None:
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()
+        if self._server is not None:
+            self.progress(f"stopping vLLM (pid {self._server.proc.pid}); its log: {self._server.log_path}")
+            self._server.stop()
+            self._server = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,6 +256,9 @@ def run_manifest(session: Session) -> dict[str, Any]:
         "variants": list(cfg.variants),
         "neuron_rt_visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
         "engines": session.load_log,
+        "endpoint": session._endpoint.url if session._endpoint is not None else cfg.endpoint,
+        "served_model": session._endpoint.model if session._endpoint is not None else cfg.served_model,
+        "serve": cfg.serve,
         "argv": sys.argv,
     }
 
@@ -235,7 +288,22 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
         variants = check_variants(options.get("variants") or ())
     except BackendError as exc:
         raise ValueError(f"--carbon-variant: {exc}") from None
-    return HarnessConfig(backend=backend, models=models, shapes=shapes, device=options.get("device", "auto"),
+    endpoint = options.get("endpoint")
+    if endpoint:
+        from harness.backends.openai import parse_endpoint
+
+        endpoint = parse_endpoint(endpoint)
+    serve = options.get("serve")
+    if serve:
+        from harness.serving_server import parse_serve
+
+        serve = parse_serve(serve)
+    if endpoint and serve:
+        raise ValueError(f"--carbon-endpoint {endpoint} and --carbon-serve {serve}: pass one (a running server, or one "
+                         "the session starts)")
+    return HarnessConfig(backend=backend, endpoint=endpoint, served_model=options.get("served_model"), serve=serve,
+                         serve_timeout_s=float(options.get("serve_timeout") or 600.0),
+                         models=models, shapes=shapes, device=options.get("device", "auto"),
                          dtype=options.get("dtype", "auto"),
                          cache_dir=Path(options["cache_dir"]).expanduser(), thresholds=load_thresholds(files),
                          threshold_files=[str(f) for f in files], hardware_name=hardware, runs=runs, warmup=warmup,
