@@ -230,3 +230,27 @@ def start_vllm(checkpoint: Path, cache_dir: Path, log_path: Path, served_model: 
 
 
 assert VOCAB_SIZE - QWEN3_VOCAB_SIZE == DnaLayout().dna_vocab_size
+
+
+
+def run_agreement(python: str, endpoint, tokenizer_dir: Path, out_dir: Path, num_prompts: int, input_len: int,
+                  output_len: int, max_concurrency: int, rounds: int = 3, timeout_s: float = 900.0) -> list[dict]:
+    """Alternating rounds of ``vllm bench serve`` and the harness's load generator on ``endpoint``
+    (``harness.vllm_agreement``, run in vLLM's Python with this harness importable)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result, log = out_dir / "agreement.json", out_dir / "agreement.log"
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    if endpoint.api_key:
+        env["OPENAI_API_KEY"] = endpoint.api_key
+    cmd = [python, "-m", "harness.vllm_agreement", "--url", endpoint.url, "--model", endpoint.model, "--tokenizer",
+           str(tokenizer_dir), "--num-prompts", str(num_prompts), "--input-len", str(input_len), "--output-len",
+           str(output_len), "--max-concurrency", str(max_concurrency), "--rounds", str(rounds), "--out", str(result)]
+    with open(log, "wb") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
+                              timeout=timeout_s)
+    if proc.returncode != 0 or not result.is_file():
+        raise ServerError(f"vllm bench serve comparison exited with {proc.returncode}; last lines of {log}:\n"
+                          f"{log_tail(log)}")
+    return json.loads(result.read_text())["rounds"]
