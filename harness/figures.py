@@ -64,4 +64,34 @@ def generation_figures(results: Sequence[GenerationResult], tokenizer: CarbonTok
                                 kv_heads))
     figures["tokens_per_s"] = throughput(first.batch_size * first.new_tokens, e2e)
     figures.update(dna_figures(tokenizer, first.tokens, e2e))
+    figures.update(static_batch_serving_figures(results, prompt_tokens))
+    return figures
+
+
+def static_batch_serving_figures(results: Sequence[GenerationResult], prompt_tokens: int) -> dict[str, float]:
+    """A static batch's generations under vLLM's serving names, where a definition carries over, so
+    hf / neuron figures sit next to a server's (``harness.serving``):
+
+    - each row of each timed generation is one request, all sent at once: ``completed`` = rows x rounds;
+    - TTFT = CTE incl. the first token (every row gets it when the prefill ends);
+    - ITL = the TKG steps, pooled (a step gives every row its next token, so each row's gaps are the steps);
+    - E2EL = the generation's end-to-end time; TPOT = (E2EL - TTFT) / (new tokens - 1) per generation;
+    - throughputs divide a generation's rows, output tokens and prompt + output tokens (prompts counted at
+      ``prompt_tokens`` each, the batch's longest) by its median E2EL.
+    """
+    from harness.serving import latency_stats
+
+    if not results:
+        return {}
+    e2e = Summary.of([r.e2e_ms for r in results]).p50
+    rows, new = results[0].batch_size, results[0].new_tokens
+    figures: dict[str, float] = {"completed": rows * len(results), "failed": 0,
+                                 "request_throughput": throughput(rows, e2e),
+                                 "output_throughput": throughput(rows * new, e2e),
+                                 "total_token_throughput": throughput(rows * (prompt_tokens + new), e2e)}
+    figures.update(latency_stats("ttft", [r.cte_ms for r in results]))
+    if new > 1:
+        figures.update(latency_stats("tpot", [(r.e2e_ms - r.cte_ms) / (new - 1) for r in results]))
+    figures.update(latency_stats("itl", [ms for r in results for ms in r.tkg_ms]))
+    figures.update(latency_stats("e2el", [r.e2e_ms for r in results]))
     return figures

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.base import BackendError
-from harness.options import parse_nonneg_int, parse_positive_int
+from harness.options import parse_nonneg_int, parse_positive_float, parse_positive_int
 from harness.session import Session, make_config, run_manifest
 
 REMOTE_TOKENIZER_ENV = "CARBON_REMOTE_TOKENIZER"
@@ -57,6 +57,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--carbon-served-model", metavar="NAME", help="the model name the server serves (default: its only one)")
     group.addoption("--carbon-serve", metavar="SERVER",
                     help="vllm: start a vLLM server on the first --carbon-model for the session (needs vllm installed)")
+    group.addoption("--carbon-workload", action="append", dest="carbon_workloads", metavar="NAME",
+                    help="serving benchmarks, repeatable: dna-suite, batch-suite, a10-smoke (the CPU defaults), "
+                         "a10-500m (2048 in / 6000 out at 32), a10-3b (2048 / 8192 at 12)")
+    group.addoption("--carbon-max-concurrency", metavar="N[,N...]",
+                    help="serving benchmarks: concurrency, or a sweep over it (default: the workload's own)")
+    group.addoption("--carbon-request-rate", metavar="R[,R...]",
+                    help="serving benchmarks: requests/s (Poisson; inf: all at once, the default), or a sweep")
+    group.addoption("--carbon-burstiness", type=parse_positive_float, default=1.0,
+                    help="serving benchmarks: gamma shape of the arrivals (1: Poisson; lower: burstier)")
+    group.addoption("--carbon-goodput", metavar="SLOS",
+                    help="serving benchmarks: SLOs in vLLM's --goodput syntax, e.g. 'ttft:200 tpot:50' (ms)")
     group.addoption("--carbon-serve-timeout", type=parse_positive_int, default=600, metavar="S",
                     help="seconds to wait for --carbon-serve's server to answer")
 

@@ -53,14 +53,15 @@ def same_prompts(tokenizer: str, num_prompts: int, input_len: int, output_len: i
     return Workload("vllm-random", reqs, max_concurrency, f"vllm bench serve's random dataset, seed {seed}")
 
 
-def run_vllm_bench_once(args: list[str], result_dir: str, started: Any = None) -> dict[str, Any]:
+def run_vllm_bench_once(args: list[str], result_dir: str, started: Any = None, ready: Any = None) -> dict[str, Any]:
     """vLLM's benchmark, its random prompts sent as the token ids the server would make of them
-    (``SampleRequest.prompt`` takes ids), so both clients send identical requests. ``started`` (an
-    Event) is set when vLLM's benchmark coroutine begins, after its setup."""
+    (``SampleRequest.prompt`` takes ids), so both clients send identical requests. When its main run
+    sends its first request (after vLLM's test request and warm-up, which reuse one input), it waits
+    for ``ready`` (the other client warmed up) and sets ``started``, so both timed runs start together."""
     from vllm.benchmarks import serve
     from vllm.benchmarks.datasets import datasets
 
-    original_sample, original_benchmark = datasets.RandomDataset.sample, serve.benchmark
+    original_sample, original_funcs = datasets.RandomDataset.sample, serve.ASYNC_REQUEST_FUNCS
 
     def sample_ids(self, tokenizer, *a, **kw):
         reqs = original_sample(self, tokenizer, *a, **kw)
@@ -68,27 +69,45 @@ def run_vllm_bench_once(args: list[str], result_dir: str, started: Any = None) -
             r.prompt = tokenizer(r.prompt, add_special_tokens=False).input_ids
         return reqs
 
-    async def benchmark(*a, **kw):
-        if started is not None:
-            started.set()
-        return await original_benchmark(*a, **kw)
+    def synchronised(func):
+        seen: list[Any] = []
+
+        async def request(request_func_input, *a, **kw):
+            if not seen:
+                seen.append(request_func_input)  # the test / warm-up input
+            elif request_func_input is not seen[0] and started is not None and not started.is_set():
+                if ready is not None and not ready.wait(timeout=600):
+                    raise RuntimeError("the harness's client did not get ready within 600 s")
+                started.set()
+            return await func(request_func_input, *a, **kw)
+
+        return request
 
     parser = argparse.ArgumentParser()
     serve.add_cli_args(parser)
-    datasets.RandomDataset.sample, serve.benchmark = sample_ids, benchmark
+    datasets.RandomDataset.sample = sample_ids
+    serve.ASYNC_REQUEST_FUNCS = {k: synchronised(f) for k, f in original_funcs.items()}
     try:
         serve.main(parser.parse_args(args))
     finally:
-        datasets.RandomDataset.sample, serve.benchmark = original_sample, original_benchmark
+        datasets.RandomDataset.sample, serve.ASYNC_REQUEST_FUNCS = original_sample, original_funcs
     return json.loads((Path(result_dir) / "vllm-bench.json").read_text())
 
 
-def _harness_side(url: str, model: str, workload: Any, max_concurrency: int, started: Any, queue: Any) -> None:
+def _harness_side(url: str, model: str, workload: Any, max_concurrency: int, ready: Any, started: Any,
+                  queue: Any) -> None:
+    """Warm up (one request per slot), signal ``ready``, and start the timed run with vLLM's."""
+    from dataclasses import replace
+
     from harness.backends.openai import Endpoint
     from harness.loadgen import LoadSpec, run_load
 
+    endpoint = Endpoint.from_env(url, model)
+    run_load(endpoint, replace(workload, requests=workload.requests[:max_concurrency]),
+             LoadSpec(max_concurrency=max_concurrency, warmup=0))
+    ready.set()
     started.wait(timeout=600)
-    run = run_load(Endpoint.from_env(url, model), workload, LoadSpec(max_concurrency=max_concurrency))
+    run = run_load(endpoint, workload, LoadSpec(max_concurrency=max_concurrency, warmup=0))
     ours = run.metrics()
     # streamed chunks per request: a server merges tokens into one chunk when its client lags
     ours["mean_chunks"] = sum(len(r.itl_ms) + 1 for r in run.results) / len(run.results)
@@ -106,12 +125,13 @@ def compare(url: str, model: str, tokenizer: str, num_prompts: int, input_len: i
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             workload = same_prompts(tokenizer, num_prompts, input_len, output_len, max_concurrency, seed=r)
-            started, queue = ctx.Event(), ctx.Queue()
-            child = ctx.Process(target=_harness_side, args=(url, model, workload, max_concurrency, started, queue))
+            ready, started, queue = ctx.Event(), ctx.Event(), ctx.Queue()
+            child = ctx.Process(target=_harness_side,
+                                args=(url, model, workload, max_concurrency, ready, started, queue))
             child.start()
             try:
                 theirs = run_vllm_bench_once(vllm_bench_args(url, model, tokenizer, num_prompts, input_len,
-                                                             output_len, max_concurrency, tmp, seed=r), tmp, started)
+                                                             output_len, max_concurrency, tmp, seed=r), tmp, started, ready)
                 ours = queue.get(timeout=600)
             finally:
                 child.join(timeout=60)

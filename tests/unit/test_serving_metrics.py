@@ -117,3 +117,21 @@ def test_bad_endpoints_are_named(url):
     with pytest.raises(ValueError, match="carbon-endpoint"):
         parse_endpoint(url)
     assert parse_endpoint("http://127.0.0.1:8000/v1/") == "http://127.0.0.1:8000"
+
+
+def test_static_batch_figures_carry_vllm_names():
+    import torch
+
+    from harness.backends.base import GenerationResult
+    from harness.figures import static_batch_serving_figures
+
+    runs = [GenerationResult(torch.zeros(2, 3, dtype=torch.long), cte_ms=10.0, tkg_ms=[4.0, 6.0], e2e_ms=20.0),
+            GenerationResult(torch.zeros(2, 3, dtype=torch.long), cte_ms=12.0, tkg_ms=[5.0, 5.0], e2e_ms=24.0)]
+    f = static_batch_serving_figures(runs, prompt_tokens=7)
+    assert (f["completed"], f["failed"]) == (4, 0)
+    assert f["median_ttft_ms"] == pytest.approx(11.0)  # CTE incl. the first token
+    assert f["mean_itl_ms"] == pytest.approx(5.0) and f["p99_itl_ms"] == pytest.approx(np.percentile([4, 6, 5, 5], 99))
+    assert f["mean_tpot_ms"] == pytest.approx(np.mean([(20 - 10) / 2, (24 - 12) / 2]))
+    assert f["output_throughput"] == pytest.approx(2 * 3 / 0.022)  # median E2EL 22 ms
+    assert f["total_token_throughput"] == pytest.approx(2 * (7 + 3) / 0.022)
+    assert set(SERVING_FIGURES) <= set(f)
