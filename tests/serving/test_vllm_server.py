@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +103,8 @@ def test_figures_agree_with_vllm_bench(carbon_session, carbon_endpoint, tmp_path
     """The harness's median TTFT and ITL on a fixed workload agree with ``vllm bench serve``'s on the
     same server (tolerance: fixtures/serving/agreement.json). In each round both clients run side by
     side, each at the workload's concurrency, so a busy machine slows both alike; the median of the
-    per-round differences is gated."""
+    per-round differences is gated. A metric under "reported_not_gated" is compared and reported with
+    a warning, never silently dropped."""
     from harness.serving_server import VLLM_INSTALL_HINT, run_agreement, serving_tokenizer_dir, vllm_python
 
     python = vllm_python()
@@ -116,7 +118,8 @@ def test_figures_agree_with_vllm_bench(carbon_session, carbon_endpoint, tmp_path
         assert r["harness"]["total_output_tokens"] == r["vllm_bench"]["total_output_tokens"]
         assert r["harness"]["total_input_tokens"] == r["vllm_bench"]["total_input_tokens"]
     lines, failures = [], []
-    for metric, tolerance in spec["max_relative_difference"].items():
+    compared = {**spec["max_relative_difference"], **{m: None for m in spec.get("reported_not_gated", {})}}
+    for metric, tolerance in compared.items():
         # each round ran both clients side by side: compare within rounds, then take the median round
         rels = [(r["harness"][metric] - r["vllm_bench"][metric]) / r["vllm_bench"][metric]
                 if r["vllm_bench"][metric] else math.inf for r in rounds]
@@ -126,10 +129,13 @@ def test_figures_agree_with_vllm_bench(carbon_session, carbon_endpoint, tmp_path
         record_property(f"{metric}_harness", ours)
         record_property(f"{metric}_vllm_bench", theirs)
         record_property(f"{metric}_relative_difference", rel)
+        bound = f"max {tolerance:.0%}" if tolerance is not None else "reported, not gated"
         line = (f"{metric}: harness {ours:.2f}, vllm bench {theirs:.2f} (median of per-round differences "
-                f"{rel:+.1%}, rounds {', '.join(f'{x:+.0%}' for x in rels)}; max {tolerance:.0%})")
+                f"{rel:+.1%}, rounds {', '.join(f'{x:+.0%}' for x in rels)}; {bound})")
         lines.append(line)
-        if abs(rel) > tolerance:
+        if tolerance is None:
+            warnings.warn(f"not gated: {line}: {spec['reported_not_gated'][metric]}", stacklevel=1)
+        elif abs(rel) > tolerance:
             failures.append(line)
     print("\n" + "\n".join(lines))
     assert not failures, "; ".join(failures) + f" (per round: {json.dumps(rounds)})"
