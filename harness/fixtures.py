@@ -47,6 +47,7 @@ def carbon_tiny_checkpoint(carbon_session: Session) -> Path:
 @pytest.fixture
 def carbon_engine(carbon_session: Session, carbon_model: ModelRef, carbon_shape: RunShape) -> Engine:
     """The session's engine for this test's model and shape (built on first use)."""
+    skip_static_batch(carbon_session)
     engine = carbon_session.engine(carbon_model, carbon_shape)
     engine.reset()
     return engine
@@ -56,12 +57,53 @@ def carbon_engine(carbon_session: Session, carbon_model: ModelRef, carbon_shape:
 def carbon_engine_for(carbon_session: Session, carbon_model: ModelRef) -> Callable[[str], Engine]:
     """The session's engine for this test's model at a named shape (the suites have their own)."""
 
+    skip_static_batch(carbon_session)
+
     def get(shape: str) -> Engine:
         engine = carbon_session.engine(carbon_model, get_shape(shape))
         engine.reset()
         return engine
 
     return get
+
+
+def skip_static_batch(session: Session) -> None:
+    """The static-batch perf tests time a compiled batch's CTE / TKG steps; a server has none."""
+    if session.config.backend == "openai":
+        pytest.skip("--carbon-backend openai: a server has no separate prefill / decode step to time; "
+                    "the serving benchmarks (tests/serving, -m serving) measure TTFT / ITL instead")
+
+
+@pytest.fixture(scope="session")
+def carbon_endpoint(carbon_session: Session) -> Any:
+    """The session's OpenAI-compatible server (``harness.backends.openai.Endpoint``): the one at
+    --carbon-endpoint, or a vLLM server started once on the first model (--carbon-serve vllm) and
+    stopped at the end. Skips saying what to pass or install when there is none; fails with the end
+    of the server's log when it does not come up."""
+    cfg = carbon_session.config
+    if not (cfg.endpoint or cfg.serve):
+        from harness.serving_server import VLLM_INSTALL_HINT
+
+        pytest.skip(f"serving tests need --carbon-serve vllm (with {VLLM_INSTALL_HINT})")
+    if cfg.serve == "vllm":
+        from harness.serving_server import VLLM_INSTALL_HINT, vllm_python
+
+        if vllm_python() is None:
+            pytest.skip(f"--carbon-serve vllm: vllm is not installed in this Python; needs {VLLM_INSTALL_HINT} "
+                        "(or set CARBON_VLLM_PYTHON to a Python that has it)")
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        from harness.backends.openai import INSTALL_HINT
+
+        pytest.skip(f"the serving client needs aiohttp: {INSTALL_HINT}")
+    from harness.backends.openai import ServingError
+    from harness.serving_server import ServerError
+
+    try:
+        return carbon_session.endpoint()
+    except (ServerError, ServingError) as exc:
+        pytest.fail(f"serving endpoint unavailable: {exc}", pytrace=False)
 
 
 @pytest.fixture

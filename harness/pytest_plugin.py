@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.base import BackendError
-from harness.options import parse_positive_int, parse_runs, parse_warmup
+from harness.options import parse_positive_float, parse_positive_int, parse_runs, parse_warmup
 from harness.session import Session, make_config, run_manifest
 
 REMOTE_TOKENIZER_ENV = "CARBON_REMOTE_TOKENIZER"
@@ -25,7 +25,8 @@ UNGATED_KEY = pytest.StashKey[list]()  # (model/shape on hardware, {metric: hard
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("carbon-harness", "Carbon model benchmark and conformance harness")
-    group.addoption("--carbon-backend", default="hf", help="hf (transformers, default) or neuron (NxDI on Trainium2)")
+    group.addoption("--carbon-backend", default="hf", help="hf (transformers, default), neuron (NxDI on Trainium2) "
+                    "or openai (an OpenAI-compatible server: --carbon-endpoint / --carbon-serve)")
     group.addoption("--carbon-model", action="append", dest="carbon_models", metavar="NAME|PATH",
                     help="repeatable: carbon-tiny (default), carbon-500m, carbon-3b, carbon-8b, or a checkpoint "
                          "directory; names resolve under --carbon-model-root, else to synthetic weights")
@@ -64,6 +65,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--carbon-remote-tokenizer", metavar="CHECKPOINT", default=os.environ.get(REMOTE_TOKENIZER_ENV),
                     help=f"a real Carbon checkpoint whose published tokenizer (trust_remote_code) is compared with the "
                          f"builtin one (env: {REMOTE_TOKENIZER_ENV}); needs network or a warm HF cache for Qwen3")
+    group.addoption("--carbon-endpoint", metavar="URL",
+                    help="an OpenAI-compatible server (vLLM, vLLM-neuron, SGLang) to benchmark, e.g. "
+                         "http://127.0.0.1:8000; its API key comes from $CARBON_API_KEY")
+    group.addoption("--carbon-served-model", metavar="NAME", help="the model name the server serves (default: its only one)")
+    group.addoption("--carbon-serve", metavar="SERVER",
+                    help="vllm: start a vLLM server on the first --carbon-model for the session (needs vllm installed)")
+    group.addoption("--carbon-workload", action="append", dest="carbon_workloads", metavar="NAME",
+                    help="serving benchmarks, repeatable: dna-suite, batch-suite, a10-smoke (the CPU defaults), "
+                         "a10-500m (2048 in / 6000 out at 32), a10-3b (2048 / 8192 at 12)")
+    group.addoption("--carbon-max-concurrency", metavar="N[,N...]",
+                    help="serving benchmarks: concurrency, or a sweep over it (default: the workload's own)")
+    group.addoption("--carbon-request-rate", metavar="R[,R...]",
+                    help="serving benchmarks: requests/s (Poisson; inf: all at once, the default), or a sweep")
+    group.addoption("--carbon-burstiness", type=parse_positive_float, default=1.0,
+                    help="serving benchmarks: gamma shape of the arrivals (1: Poisson; lower: burstier)")
+    group.addoption("--carbon-goodput", metavar="SLOS",
+                    help="serving benchmarks: SLOs in vLLM's --goodput syntax, e.g. 'ttft:200 tpot:50' (ms)")
+    group.addoption("--carbon-serve-timeout", type=parse_positive_int, default=600, metavar="S",
+                    help="seconds to wait for --carbon-serve's server to answer")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -84,6 +104,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "neuron_cpu": config.getoption("carbon_neuron_cpu"), "nxdi_source": config.getoption("carbon_nxdi_source"),
         "drafts": config.getoption("carbon_drafts"),
         "speculation_length": config.getoption("carbon_speculation_length"),
+        "endpoint": config.getoption("carbon_endpoint"), "served_model": config.getoption("carbon_served_model"),
+        "serve": config.getoption("carbon_serve"), "serve_timeout": config.getoption("carbon_serve_timeout"),
     }
     try:
         harness_config = make_config(options, Path(str(config.rootpath)))
@@ -123,7 +145,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"carbon-harness: models={models}",
         f"carbon-harness: shapes={', '.join(s.name for s in cfg.shapes)} runs={cfg.runs} warmup={cfg.warmup} "
         f"thresholds={len(cfg.thresholds)} from {', '.join(cfg.threshold_files) or 'none'} cache={cfg.cache_dir}",
-    ]
+    ] + ([f"carbon-harness: serving endpoint={cfg.endpoint or 'none'} serve={cfg.serve or 'none'}"]
+         if cfg.endpoint or cfg.serve else [])
     from harness.session import nxdi_tier_line
 
     return [*lines, nxdi_tier_line(cfg)]

@@ -99,6 +99,10 @@ class HarnessConfig:
     nxdi_source: Path | None = None  # NxDI from a source checkout instead of the installed package
     drafts: list[ModelRef] = field(default_factory=list)  # speculative drafts (label "self": the target)
     speculation_length: int = 4
+    endpoint: str | None = None  # a running OpenAI-compatible server (--carbon-endpoint)
+    served_model: str | None = None
+    serve: str | None = None  # a server the session starts itself (--carbon-serve vllm)
+    serve_timeout_s: float = 600.0
 
 
 def parse_backend(value: str) -> str:
@@ -127,6 +131,9 @@ def check_backend_available(config: HarnessConfig) -> None:
     """Fail the session at start, once, when the backend cannot run on this machine. For NxDI's CPU
     mode this imports NxDI (stubbing only the Neuron-only packages), so an API break of a candidate
     NxDI release, or a transformers it does not support, stops the session with its ImportError."""
+    if config.backend == "openai" and not (config.endpoint or config.serve):
+        raise BackendError("--carbon-backend openai needs --carbon-endpoint URL of a running server "
+                           "or --carbon-serve vllm")
     if config.backend != "neuron":
         return
     if config.neuron_cpu:
@@ -214,6 +221,9 @@ class Session:
         self._tokenizers: dict[str, CarbonTokenizer] = {}
         self._hardware: HardwareProfile | None = None
         self.load_log: list[dict[str, Any]] = []
+        self._server: Any = None
+        self._endpoint: Any = None
+        self._endpoint_error: Exception | None = None
 
     @property
     def hardware(self) -> HardwareProfile:
@@ -269,7 +279,8 @@ class Session:
             engine = make_engine(self.config.backend, path, shape, ref.label, device=self.config.device,
                                  dtype=self.config.dtype, cache_dir=self.config.cache_dir,
                                  variants=self.config.variants, hardware=self.config.hardware_name,
-                                 neuron_cpu=self.config.neuron_cpu, nxdi_source=self.config.nxdi_source)
+                                 neuron_cpu=self.config.neuron_cpu, nxdi_source=self.config.nxdi_source,
+                                 endpoint=self.endpoint() if self.config.backend == "openai" else None)
             self.load_log.append({"model": ref.label, "shape": shape.name, "load_s": engine.info.load_s,
                                   "compile_s": engine.info.compile_s, "total_s": time.perf_counter() - start})
             self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s")
@@ -292,10 +303,49 @@ class Session:
             self._engines[key] = engine
         return self._engines[key]
 
+    def endpoint(self) -> Any:
+        """The serving endpoint: --carbon-endpoint, or a vLLM server this session starts on the first
+        model's checkpoint (once; stopped by ``close``). Raises ServerError / ServingError saying why not."""
+        if self._endpoint_error is not None:
+            raise self._endpoint_error  # tried once this session: do not start a failing server again
+        try:
+            return self._start_endpoint()
+        except Exception as exc:
+            self._endpoint_error = exc
+            raise
+
+    def _start_endpoint(self) -> Any:
+        if self._endpoint is None:
+            from harness.backends.openai import Endpoint, resolve_endpoint, run_async
+
+            if self.config.endpoint:
+                url = self.config.endpoint
+            elif self.config.serve == "vllm":
+                from harness.serving_server import start_vllm
+
+                ref = self.config.models[0]
+                log = self.config.cache_dir / "serving" / "logs" / f"vllm-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+                self._server = start_vllm(self.checkpoint(ref), self.config.cache_dir, log, served_model=ref.label,
+                                          timeout_s=self.config.serve_timeout_s, progress=self.progress)
+                url = self._server.url
+            else:
+                raise BackendError("no server: pass --carbon-endpoint URL or --carbon-serve vllm")
+            self._endpoint = run_async(resolve_endpoint(Endpoint.from_env(url, self.config.served_model)))
+        return self._endpoint
+
+    @property
+    def server(self) -> Any:
+        """The server this session started (a VLLMServer), or None."""
+        return self._server
+
     def close(self) -> None:
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()
+        if self._server is not None:
+            self.progress(f"stopping vLLM (pid {self._server.proc.pid}); its log: {self._server.log_path}")
+            self._server.stop()
+            self._server = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,6 +390,9 @@ def run_manifest(session: Session) -> dict[str, Any]:
         "neuron_rt_visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
         "engines": session.load_log,
         "nxdi": nxdi_manifest(),
+        "endpoint": session._endpoint.url if session._endpoint is not None else cfg.endpoint,
+        "served_model": session._endpoint.model if session._endpoint is not None else cfg.served_model,
+        "serve": cfg.serve,
         "argv": sys.argv,
     }
 
@@ -422,7 +475,22 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
     nxdi_source = Path(options["nxdi_source"]).expanduser() if options.get("nxdi_source") else None
     if nxdi_source is not None and not nxdi_source.is_dir():
         raise ValueError(f"--carbon-nxdi-source {nxdi_source} is not a directory (give an NxDI source checkout)")
-    return HarnessConfig(backend=backend, models=models, shapes=shapes, device=options.get("device", "auto"),
+    endpoint = options.get("endpoint")
+    if endpoint:
+        from harness.backends.openai import parse_endpoint
+
+        endpoint = parse_endpoint(endpoint)
+    serve = options.get("serve")
+    if serve:
+        from harness.serving_server import parse_serve
+
+        serve = parse_serve(serve)
+    if endpoint and serve:
+        raise ValueError(f"--carbon-endpoint {endpoint} and --carbon-serve {serve}: pass one (a running server, or one "
+                         "the session starts)")
+    return HarnessConfig(backend=backend, endpoint=endpoint, served_model=options.get("served_model"), serve=serve,
+                         serve_timeout_s=float(options.get("serve_timeout") or 600.0),
+                         models=models, shapes=shapes, device=options.get("device", "auto"),
                          dtype=options.get("dtype", "auto"),
                          cache_dir=Path(options["cache_dir"]).expanduser(), thresholds=load_thresholds(files),
                          threshold_files=[str(f) for f in files], hardware_name=hardware, runs=runs, warmup=warmup,

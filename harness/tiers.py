@@ -19,6 +19,9 @@ TIERS = (
          "nox -s trn2-stack, or pytest --carbon-nxdi-source DIR (an NxDI checkout) with transformers 4.57"),
     Tier("Trainium2 device", "on a Trainium2 host",
          "pytest --carbon-backend neuron on a Trn2 host with the [neuron] extra"),
+    Tier("vLLM serving tier", "serving tests need --carbon-serve vllm",
+         "nox -s serving (a vLLM CPU server on the embedded default), or pytest -m serving --carbon-backend openai "
+         "--carbon-endpoint URL"),
     Tier("published tokenizer", "no real checkpoint given", "pytest --carbon-remote-tokenizer DIR (a real Carbon checkpoint)"),
 )
 

@@ -7,16 +7,18 @@ module imports on any machine.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from harness.backends.base import BackendError, Engine
 from harness.spec import RunShape
 
-BACKENDS = ("hf", "neuron")
+BACKENDS = ("hf", "neuron", "openai")
 
 
 def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",
                 dtype: str = "auto", cache_dir: Path | None = None, variants: tuple[str, ...] = (),
-                hardware: str = "trn2.3xlarge", neuron_cpu: bool = False, nxdi_source: Path | None = None) -> Engine:
+                hardware: str = "trn2.3xlarge", neuron_cpu: bool = False, nxdi_source: Path | None = None,
+                endpoint: Any = None) -> Engine:
     if backend == "hf":
         from harness.backends.hf import HFEngine
 
@@ -28,4 +30,10 @@ def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str
 
         return NeuronEngine(checkpoint, shape, model_name, cache_dir=cache_dir, variants=variants, hardware=hardware,
                             cpu=neuron_cpu, nxdi_source=nxdi_source)
+    if backend == "openai":
+        from harness.backends.openai import OpenAIEngine
+
+        if endpoint is None:
+            raise BackendError("the openai backend needs an endpoint: --carbon-endpoint URL or --carbon-serve vllm")
+        return OpenAIEngine(endpoint, shape, model_name, checkpoint=str(checkpoint))
     raise BackendError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")

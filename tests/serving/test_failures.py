@@ -1,0 +1,156 @@
+"""A server that refuses, stalls, cuts or short-changes a stream gives each request a clear error
+and a ``failed`` count, never a hang: tested against real HTTP servers on 127.0.0.1 that misbehave
+on purpose (no vLLM needed, only aiohttp)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+
+import pytest
+
+aiohttp = pytest.importorskip("aiohttp", reason="the serving client needs aiohttp: pip install 'carbon-harness[serving]'")
+from aiohttp import web  # noqa: E402
+
+from harness.backends.base import Batch  # noqa: E402
+from harness.backends.openai import Endpoint, OpenAIEngine, ServingError  # noqa: E402
+from harness.loadgen import LoadSpec, Request, Workload, run_load  # noqa: E402
+from harness.spec import get_shape  # noqa: E402
+
+pytestmark = pytest.mark.serving
+
+MAX_TOKENS = 4
+
+
+def chunk(ids: list[int]) -> bytes:
+    event = {"object": "text_completion", "choices": [{"index": 0, "text": "x", "token_ids": ids}]}
+    return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+class MisbehavingServer:
+    """An OpenAI-style completions server on a loopback port, misbehaving as ``mode`` says:
+    refuse (HTTP 503), stall (one token, then silence), drop (one token, then the connection is cut),
+    short (fewer tokens than asked, then [DONE]), text (text without token ids), alternate (every
+    second request refused, the others answered in full)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.calls = 0
+        self.release = asyncio.Event()
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"data": [{"id": "carbon-tiny"}]})
+
+    async def complete(self, request: web.Request) -> web.StreamResponse:
+        self.calls += 1
+        body = await request.json()
+        n = int(body["max_tokens"])
+        if self.mode == "refuse" or (self.mode == "alternate" and self.calls % 2 == 0):
+            return web.Response(status=503, text="server overloaded")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        if self.mode == "text":
+            await resp.write(b'data: {"choices": [{"index": 0, "text": "ACGT"}]}\n\n')
+            await resp.write(b"data: [DONE]\n\n")
+            return resp
+        await resp.write(chunk([151672]))
+        if self.mode == "stall":
+            await self.release.wait()  # set at teardown: the client's read timeout must fire first
+            return resp
+        if self.mode == "drop":
+            request.transport.close()
+            return resp
+        sent = 1
+        target = n - 1 if self.mode == "short" else n
+        while sent < target:
+            await resp.write(chunk([151673]))
+            sent += 1
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        app = web.Application()
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/completions", self.complete)
+        self.runner = web.AppRunner(app)
+        self.loop.run_until_complete(self.runner.setup())
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        self.loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]
+        self.ready.set()
+        self.loop.run_forever()
+
+    def __enter__(self) -> "MisbehavingServer":
+        self.thread.start()
+        assert self.ready.wait(timeout=30), "the test server did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.release.set)
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+
+    def endpoint(self) -> Endpoint:
+        return Endpoint(f"http://127.0.0.1:{self.port}", "carbon-tiny", connect_timeout_s=2.0, read_timeout_s=0.5)
+
+
+def workload(n: int = 4) -> Workload:
+    return Workload("failures", tuple(Request((151669, 151672, 151673), MAX_TOKENS, str(i)) for i in range(n)), 2)
+
+
+@pytest.mark.parametrize("mode, error", [
+    ("refuse", "HTTP 503 .*server overloaded"),
+    ("stall", "timed out"),
+    ("drop", "(cut|closed the connection|ended without \\[DONE\\])"),
+    ("short", f"returned {MAX_TOKENS - 1} tokens, asked for exactly {MAX_TOKENS}"),
+    ("text", "without token ids"),
+])
+def test_misbehaving_server_counts_failures(mode, error):
+    with MisbehavingServer(mode) as server:
+        run = run_load(server.endpoint(), workload(), LoadSpec(max_concurrency=2, warmup=0))
+    metrics = run.metrics()
+    assert (metrics["completed"], metrics["failed"]) == (0, 4)
+    assert all(r.error for r in run.results)
+    assert all(__import__("re").search(error, r.error) for r in run.results), run.results[0].error
+    assert not any(k.endswith("_ms") for k in metrics)  # nothing measured, nothing reported
+
+
+def test_refused_connection_is_a_failure_not_a_hang():
+    with socket.socket() as s:  # a loopback port that nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    endpoint = Endpoint(f"http://127.0.0.1:{port}", "carbon-tiny", connect_timeout_s=2.0, read_timeout_s=0.5)
+    run = run_load(endpoint, workload(2), LoadSpec(max_concurrency=1, warmup=0))
+    assert run.metrics()["failed"] == 2
+    assert all(r.error.startswith(f"cannot connect to http://127.0.0.1:{port}") for r in run.results)
+
+
+def test_failures_do_not_lose_the_other_requests():
+    with MisbehavingServer("alternate") as server:
+        run = run_load(server.endpoint(), workload(6), LoadSpec(max_concurrency=1, warmup=0))
+    metrics = run.metrics()
+    assert (metrics["completed"], metrics["failed"]) == (3, 3)
+    assert metrics["total_output_tokens"] == 3 * MAX_TOKENS
+    assert metrics["mean_ttft_ms"] > 0 and metrics["mean_itl_ms"] > 0
+
+
+def test_engine_generate_names_the_failures():
+    with MisbehavingServer("refuse") as server:
+        engine = OpenAIEngine(server.endpoint(), get_shape("a100-style-bs16"), "carbon-tiny")
+        batch = Batch.from_ids([[151669, 151672], [151669, 151673]])
+        with pytest.raises(ServingError, match="2 of 2 requests failed: 2 x HTTP 503"):
+            engine.generate(batch, MAX_TOKENS)
+
+
+def test_unknown_served_model_is_named():
+    with MisbehavingServer("refuse") as server:
+        endpoint = Endpoint(server.endpoint().url, "carbon-3b")
+        with pytest.raises(ServingError, match="'carbon-3b' is not served .*carbon-tiny"):
+            OpenAIEngine(endpoint, get_shape("smoke"), "carbon-3b")

@@ -1,0 +1,48 @@
+"""The server launcher's lifecycle on real subprocesses that die or never answer (no vLLM needed):
+a clear error with the end of the log, never a hang, and the process stopped by PID."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from harness.serving_server import ServerError, VLLMServer
+
+pytestmark = pytest.mark.serving
+
+
+def fake_python(tmp_path: Path, body: str) -> str:
+    """An executable standing in for the server's Python: a real process that behaves as ``body``."""
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def server(tmp_path: Path, body: str) -> VLLMServer:
+    return VLLMServer(tmp_path / "ckpt", tmp_path / "tok", tmp_path / "logs" / "server.log",
+                      python=fake_python(tmp_path, body))
+
+
+def test_a_server_that_dies_fails_with_its_log(tmp_path):
+    s = server(tmp_path, 'echo "loading model"; echo "RuntimeError: Unsupported CPU attention configuration"; exit 3')
+    with pytest.raises(ServerError, match=r"(?s)exited with code 3 before it was ready.*Unsupported CPU attention"):
+        s.start().wait_ready(timeout_s=60)
+    assert "--max-logprobs 4096" in s.log_path.read_text()  # the log keeps the command line
+
+
+def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path):
+    s = server(tmp_path, 'echo "warming up"; exec sleep 600')
+    s.start()
+    with pytest.raises(ServerError, match=r"(?s)not ready after 1 s.*warming up"):
+        s.wait_ready(timeout_s=1)
+    assert s.proc.poll() is not None, "the server must be stopped when it times out"
+
+
+def test_only_loopback(tmp_path):
+    s = server(tmp_path, "exit 0")
+    s.host = "0.0.0.0"
+    with pytest.raises(ValueError, match="loopback"):
+        s.start()

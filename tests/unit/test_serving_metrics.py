@@ -1,0 +1,137 @@
+"""Serving metrics under vLLM's definitions, SLO parsing, arrival processes, the server's tokenizer."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from harness.loadgen import LoadSpec, arrival_offsets, get_workload, parse_sweep
+from harness.serving import SERVING_FIGURES, RequestResult, meets_slos, parse_slos, serving_metrics
+from harness.tokenizer import VOCAB_SIZE, CarbonTokenizer
+
+pytestmark = pytest.mark.unit
+
+
+def request(ttft, gaps, prompt_len=10, error=None):
+    ids = [] if error else list(range(1 + len(gaps)))
+    return RequestResult(prompt_len, ids, ttft, list(gaps), ttft + sum(gaps), error=error)
+
+
+def test_metrics_follow_vllm_definitions():
+    results = [request(100.0, [10.0, 20.0]), request(200.0, [30.0, 30.0, 30.0]), request(0.0, [], error="boom")]
+    m = serving_metrics(results, duration_s=2.0)
+    assert (m["completed"], m["failed"]) == (1 + 1, 1)
+    assert m["total_input_tokens"] == 20 and m["total_output_tokens"] == 3 + 4
+    assert m["request_throughput"] == pytest.approx(1.0)
+    assert m["output_throughput"] == pytest.approx(3.5)
+    assert m["total_token_throughput"] == pytest.approx(13.5)
+    assert m["median_ttft_ms"] == pytest.approx(150.0) and m["std_ttft_ms"] == pytest.approx(50.0)
+    # TPOT per request = (E2EL - TTFT) / (out - 1): 15 and 30
+    assert m["mean_tpot_ms"] == pytest.approx(22.5)
+    # ITL pools every gap of every request
+    assert m["mean_itl_ms"] == pytest.approx(24.0) and m["median_itl_ms"] == pytest.approx(30.0)
+    assert m["p99_e2el_ms"] == pytest.approx(np.percentile([130.0, 290.0], 99))
+    assert set(SERVING_FIGURES) <= set(m)
+
+
+def test_nothing_completed_leaves_latencies_out():
+    m = serving_metrics([request(0.0, [], error="refused")] * 3, duration_s=1.0)
+    assert (m["completed"], m["failed"]) == (0, 3)
+    assert not any(k.endswith("_ms") for k in m)
+
+
+def test_goodput_counts_requests_meeting_every_slo():
+    results = [request(100.0, [10.0, 10.0]), request(300.0, [10.0]), request(100.0, [80.0])]
+    slos = parse_slos("ttft:200 tpot:50")
+    assert [meets_slos(r, slos) for r in results] == [True, False, False]
+    m = serving_metrics(results, 1.0, slos)
+    assert m["request_goodput"] == pytest.approx(1.0) and m["goodput_fraction"] == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("text", ["ttft", "itl:5", "ttft:-1", "ttft:abc", ""])
+def test_bad_slos_are_named(text):
+    with pytest.raises(ValueError, match="SLO"):
+        parse_slos(text)
+
+
+def test_poisson_and_bursty_arrivals_keep_the_rate():
+    n = 4000
+    poisson = np.diff(arrival_offsets(n, 10.0, 1.0, seed=1))
+    bursty = np.diff(arrival_offsets(n, 10.0, 0.25, seed=1))
+    assert poisson.mean() == pytest.approx(0.1, rel=0.05) and bursty.mean() == pytest.approx(0.1, rel=0.1)
+    assert poisson.std() / poisson.mean() == pytest.approx(1.0, rel=0.1)  # exponential: CV 1
+    assert bursty.std() / bursty.mean() == pytest.approx(2.0, rel=0.15)  # gamma(k): CV 1/sqrt(k)
+    assert not arrival_offsets(5, math.inf, 1.0).any()
+
+
+@pytest.mark.parametrize("kw", [{"max_concurrency": 0}, {"request_rate": 0}, {"burstiness": 0}, {"warmup": -1}])
+def test_bad_load_specs_are_named(kw):
+    with pytest.raises(ValueError, match=next(iter(kw))):
+        LoadSpec(**kw)
+
+
+def test_sweep_values_are_validated():
+    assert parse_sweep("1,2,inf") == [1.0, 2.0, math.inf]
+    with pytest.raises(ValueError, match="sweep"):
+        parse_sweep("1,x")
+
+
+def test_named_workloads_have_the_reference_shapes():
+    tok = CarbonTokenizer.builtin()
+    dna = get_workload("dna-suite", tok)
+    assert len(dna.requests) == 7 and {len(r.prompt_ids) for r in dna.requests} == {181}
+    assert dna.max_concurrency == 1 and {r.max_tokens for r in dna.requests} == {180}
+    batch = get_workload("batch-suite", tok)
+    assert len(batch.requests) == 16 and {len(r.prompt_ids) for r in batch.requests} == {171}
+    smoke = get_workload("a10-smoke", tok)
+    assert smoke.max_concurrency == 4 and {len(r.prompt_ids) for r in smoke.requests} == {64}
+    with pytest.raises(ValueError, match="a10-500m"):
+        get_workload("a10-7b", tok)
+
+
+def test_server_tokenizer_keeps_every_id_in_place(tmp_path):
+    from tokenizers import Tokenizer
+
+    from harness.serving_server import serving_tokenizer_dir
+
+    tok = Tokenizer.from_file(str(serving_tokenizer_dir(tmp_path) / "tokenizer.json"))
+    carbon = CarbonTokenizer.builtin()
+    assert tok.get_vocab_size() == VOCAB_SIZE
+    block = range(carbon.dna_start_id, VOCAB_SIZE)
+    ours = carbon.convert_ids_to_tokens(block)
+    served = [tok.id_to_token(i) for i in block]
+    # CCCCCC is also Qwen3's BPE 91443: the served text marks the 6-mer, every other id is identical
+    assert [(i, s) for i, s, o in zip(block, served, ours) if s != o] == [(154402, "<dna:CCCCCC>")]
+    assert tok.id_to_token(91443) == "CCCCCC"
+    config = json.loads((serving_tokenizer_dir(tmp_path) / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://x", "http://"])
+def test_bad_endpoints_are_named(url):
+    from harness.backends.openai import parse_endpoint
+
+    with pytest.raises(ValueError, match="carbon-endpoint"):
+        parse_endpoint(url)
+    assert parse_endpoint("http://127.0.0.1:8000/v1/") == "http://127.0.0.1:8000"
+
+
+def test_static_batch_figures_carry_vllm_names():
+    import torch
+
+    from harness.backends.base import GenerationResult
+    from harness.figures import static_batch_serving_figures
+
+    runs = [GenerationResult(torch.zeros(2, 3, dtype=torch.long), cte_ms=10.0, tkg_ms=[4.0, 6.0], e2e_ms=20.0),
+            GenerationResult(torch.zeros(2, 3, dtype=torch.long), cte_ms=12.0, tkg_ms=[5.0, 5.0], e2e_ms=24.0)]
+    f = static_batch_serving_figures(runs, prompt_tokens=7)
+    assert (f["completed"], f["failed"]) == (4, 0)
+    assert f["median_ttft_ms"] == pytest.approx(11.0)  # CTE incl. the first token
+    assert f["mean_itl_ms"] == pytest.approx(5.0) and f["p99_itl_ms"] == pytest.approx(np.percentile([4, 6, 5, 5], 99))
+    assert f["mean_tpot_ms"] == pytest.approx(np.mean([(20 - 10) / 2, (24 - 12) / 2]))
+    assert f["output_throughput"] == pytest.approx(2 * 3 / 0.022)  # median E2EL 22 ms
+    assert f["total_token_throughput"] == pytest.approx(2 * (7 + 3) / 0.022)
+    assert set(SERVING_FIGURES) <= set(f)
