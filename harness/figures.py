@@ -47,6 +47,8 @@ GATED_FIGURES: dict[str, str] = {
 EXTRA_SHAPE_LABELS = (
     "tokenizer",
     "vep-bs8-sweep",  # tests/perf/test_scoring.py
+    # tests/serving/test_serving_perf.py: "serving-<workload>" (harness.loadgen.WORKLOADS)
+    *(f"serving-{w}" for w in ("dna-suite", "batch-suite", "a10-500m", "a10-3b", "a10-smoke")),
     "speculative-ends",  # tests/perf/test_speculative.py: "speculative-<draft>", "assisted-<draft>"
     *(f"{kind}-{draft}" for kind in ("speculative", "assisted") for draft in (*MODELS, "self")),
 )

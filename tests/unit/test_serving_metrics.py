@@ -135,3 +135,10 @@ def test_static_batch_figures_carry_vllm_names():
     assert f["output_throughput"] == pytest.approx(2 * 3 / 0.022)  # median E2EL 22 ms
     assert f["total_token_throughput"] == pytest.approx(2 * (7 + 3) / 0.022)
     assert set(SERVING_FIGURES) <= set(f)
+
+
+def test_every_serving_workload_is_a_known_threshold_shape():
+    from harness.figures import EXTRA_SHAPE_LABELS
+    from harness.loadgen import WORKLOADS
+
+    assert {f"serving-{w}" for w in WORKLOADS} <= set(EXTRA_SHAPE_LABELS)
