@@ -47,6 +47,16 @@ class BenchResult:
     directions: dict[str, str] = field(default_factory=dict)  # for metrics outside METRICS (NxDI reports)
 
 
+def optional_object(parent: dict, key: str, where: str, label: str | None = None) -> dict:
+    """``parent[key]`` as a dict: absent or null is empty, anything else but an object is one error."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ReportError(f"{where}: '{label or key}' must be an object, got {type(value).__name__}")
+    return value
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -72,16 +82,8 @@ def parse_benchmark(b: Any, i: int, source: str, price: float | None) -> BenchRe
     if not isinstance(name, str) or not name:
         raise ReportError(f"{where} has no 'name' (or 'fullname') string")
     where = f"{source}: benchmark {name}"
-    extra = b.get("extra_info")
-    if extra is None:
-        extra = {}
-    if not isinstance(extra, dict):
-        raise ReportError(f"{where}: 'extra_info' must be an object, got {type(extra).__name__}")
-    stats = b.get("stats")
-    if stats is None:
-        stats = {}
-    if not isinstance(stats, dict):
-        raise ReportError(f"{where}: 'stats' must be an object, got {type(stats).__name__}")
+    extra = optional_object(b, "extra_info", where)
+    stats = optional_object(b, "stats", where)
     median = stats.get("median")
     if median is not None and (isinstance(median, bool) or not isinstance(median, (int, float))):
         raise ReportError(f"{where}: 'stats.median' must be a number, got {median!r}")
@@ -127,16 +129,8 @@ def load_results(path: str | Path) -> tuple[list[BenchResult], dict[str, Any]]:
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ReportError(f"{path} is not pytest-benchmark JSON (no 'benchmarks' list) nor an NxDI "
                           "benchmark_report.json; write one with pytest --benchmark-json FILE")
-    machine = data.get("machine_info")
-    if machine is None:
-        machine = {}
-    if not isinstance(machine, dict):
-        raise ReportError(f"{path}: 'machine_info' must be an object, got {type(machine).__name__}")
-    manifest = machine.get("carbon_harness")
-    if manifest is None:
-        manifest = {}
-    if not isinstance(manifest, dict):
-        raise ReportError(f"{path}: 'machine_info.carbon_harness' must be an object, got {type(manifest).__name__}")
+    machine = optional_object(data, "machine_info", str(path))
+    manifest = optional_object(machine, "carbon_harness", str(path), "machine_info.carbon_harness")
     schema = manifest.get("schema")
     if schema is not None and schema != RESULTS_SCHEMA:
         raise ReportError(f"{path}: results schema {schema!r}; this harness reads schema {RESULTS_SCHEMA}")
