@@ -31,11 +31,17 @@ class BenchmarkHooks:
         self.json_failures: list[str] = []
         self.distributed = is_worker(config) or is_controller(config)
         self._filter = None
+        self._only = False
         if self.distributed and not user_disabled(config):
             # pytest-benchmark's configure (it runs after the harness's) warns that xdist disables
-            # benchmarks; they are re-enabled at session start, so the warning would be false.
+            # benchmarks, and refuses --benchmark-only with disabled benchmarks; they are
+            # re-enabled at session start, so the warning would be false and the refusal wrong:
+            # the one is filtered, the other option handed back at session start.
             warnings.filterwarnings("ignore", message=XDIST_DISABLED_WARNING)
             self._filter = warnings.filters[0]
+            if config.getoption("benchmark_only", False):
+                self._only = True
+                config.option.benchmark_only = False
 
     @property
     def benchmark_session(self) -> Any:
@@ -54,7 +60,8 @@ class BenchmarkHooks:
         bs = self.benchmark_session
         if bs is None:
             return
-        enable_benchmarks(self.config, bs)
+        if enable_benchmarks(self.config, bs) and self._only:
+            bs.only = self.config.option.benchmark_only = True
         if not is_worker(self.config):
             guard_save_json(bs, self.json_failures)
 
