@@ -35,13 +35,25 @@ def run_pytest(*args: str, cache_dir: Path, cwd: Path = REPO, preexec_fn=None) -
 
 @pytest.fixture(scope="session")
 def gated_run(tmp_path_factory, carbon_cache_dir):
-    tmp = tmp_path_factory.mktemp("gated")
-    thresholds = tmp / "impossible.json"
-    thresholds.write_text(json.dumps({"schema": 1, "thresholds": [
-        {"hardware": "*", "model": "*", "shape": "*", "metric": "tkg_ms_p50", "max": 1e-6, "baseline": 3.09}]}))
-    out = tmp / "out.json"
-    r = run_pytest("-m", "perf", "tests/perf/test_latency.py", "--carbon-shape", "smoke", "--carbon-runs", "2",
-                   "--carbon-thresholds", str(thresholds), "--benchmark-json", str(out), cache_dir=carbon_cache_dir)
+    """Run once per test session; under ``pytest -n`` the first worker that needs it runs it (under
+    a lock, in the directory the workers share) and the others read its outcome."""
+    from filelock import FileLock
+
+    shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    tmp = tmp_path_factory.getbasetemp().parent / "gated" if shared else tmp_path_factory.mktemp("gated")
+    tmp.mkdir(exist_ok=True)
+    out, outcome = tmp / "out.json", tmp / "outcome.json"
+    with FileLock(str(tmp / ".lock")):
+        if not outcome.exists():
+            thresholds = tmp / "impossible.json"
+            thresholds.write_text(json.dumps({"schema": 1, "thresholds": [
+                {"hardware": "*", "model": "*", "shape": "*", "metric": "tkg_ms_p50", "max": 1e-6, "baseline": 3.09}]}))
+            r = run_pytest("-m", "perf", "tests/perf/test_latency.py", "--carbon-shape", "smoke", "--carbon-runs", "2",
+                           "--carbon-thresholds", str(thresholds), "--benchmark-json", str(out),
+                           cache_dir=carbon_cache_dir)
+            outcome.write_text(json.dumps({"args": r.args, "returncode": r.returncode, "stdout": r.stdout,
+                                           "stderr": r.stderr}))
+    r = subprocess.CompletedProcess(**json.loads(outcome.read_text()))
     return r, json.loads(out.read_text()), out
 
 
