@@ -14,7 +14,7 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from pytest_benchmark.logger import Logger
 from pytest_benchmark.utils import safe_dumps
 
-from harness.xdist_merge import BenchmarkLedger, WorkerBenchmark, import_results
+from harness.xdist_merge import BenchmarkLedger, import_results
 from tests.unit.conftest import child_env, run_pytest
 
 pytestmark = pytest.mark.unit
