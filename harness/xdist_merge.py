@@ -47,9 +47,6 @@ def enable_benchmarks(config: Any, benchmark_session: Any) -> bool:
     """Undo pytest-benchmark's automatic disabling (xdist, or a PYTEST_XDIST_WORKER inherited
     from an outer run); True when it was undone. A worker keeps no JSON, storage or compare of its
     own: the controller does those once, on the merged results."""
-    if not benchmark_session.disabled or user_disabled(config):
-        return False
-    benchmark_session.disabled = False
     if is_worker(config):
         benchmark_session.json = None
         benchmark_session.save = None
@@ -57,6 +54,9 @@ def enable_benchmarks(config: Any, benchmark_session: Any) -> bool:
         benchmark_session.compare = None
         benchmark_session.compare_fail = None
         benchmark_session.compared_mapping = {}
+    if not benchmark_session.disabled or user_disabled(config):
+        return False
+    benchmark_session.disabled = False
     return True
 
 
