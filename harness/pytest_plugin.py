@@ -23,7 +23,10 @@ SESSION_KEY = pytest.StashKey[Session]()
 UNGATED_KEY = pytest.StashKey[list]()  # (model/shape on hardware, {metric: hardware with a reference})
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    from harness.benchmark_json import JsonOptionTakeover
+
+    pluginmanager.register(JsonOptionTakeover(parser), "carbon-harness-benchmark-json")
     group = parser.getgroup("carbon-harness", "Carbon model benchmark and conformance harness")
     group.addoption("--carbon-backend", default="hf", help="hf (transformers, default), neuron (NxDI on Trainium2) "
                     "or openai (an OpenAI-compatible server: --carbon-endpoint / --carbon-serve)")
@@ -93,6 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(fixtures, "carbon_harness_fixtures")
     if config.option.help or getattr(config.option, "version", False):
         return
+    register_benchmark_hooks(config)
     options = {
         "backend": config.getoption("carbon_backend"), "models": config.getoption("carbon_models"),
         "model_root": config.getoption("carbon_model_root"), "shapes": config.getoption("carbon_shapes"),
@@ -116,6 +120,14 @@ def pytest_configure(config: pytest.Config) -> None:
     except (ValueError, OSError, BackendError) as exc:
         raise pytest.UsageError(f"carbon-harness: {exc}") from None
     config.stash[SESSION_KEY] = Session(harness_config, progress=terminal_progress(config))
+
+
+def register_benchmark_hooks(config: pytest.Config) -> None:
+    """pytest-benchmark measured under pytest-xdist too, and --benchmark-json written atomically."""
+    from harness.benchmark_hooks import BenchmarkHooks
+
+    if config.pluginmanager.hasplugin("benchmark") and not config.pluginmanager.has_plugin(BenchmarkHooks.NAME):
+        config.pluginmanager.register(BenchmarkHooks(config), BenchmarkHooks.NAME)
 
 
 def terminal_progress(config: pytest.Config):

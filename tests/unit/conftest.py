@@ -4,6 +4,7 @@ embedded default with an impossible tkg_ms_p50 bound, written to pytest-benchmar
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,22 +14,49 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_pytest(*args: str, cache_dir: Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
+# Set by pytest / pytest-xdist in the process that runs this suite; a child pytest that inherits
+# them believes it is an xdist worker (pytest-benchmark then disables itself) or gets the outer
+# run's options.
+OUTER_RUN_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST",
+                 "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "NEURON_RT_VISIBLE_CORES")
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment without what the outer pytest run set, so a child run is a
+    fresh one whether or not this suite runs under ``pytest -n``."""
+    return {k: v for k, v in os.environ.items() if k not in OUTER_RUN_ENV}
+
+
+def run_pytest(*args: str, cache_dir: Path, cwd: Path = REPO, preexec_fn=None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--carbon-cache-dir", str(cache_dir), *args]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=child_env(),
+                          preexec_fn=preexec_fn)
 
 
 @pytest.fixture(scope="session")
 def gated_run(tmp_path_factory, carbon_cache_dir):
-    tmp = tmp_path_factory.mktemp("gated")
-    thresholds = tmp / "impossible.json"
-    thresholds.write_text(json.dumps({"schema": 1, "thresholds": [
-        {"hardware": "*", "model": "*", "shape": "*", "metric": "tkg_ms_p50", "max": 1e-6, "baseline": 3.09},
-        # a reference on other hardware only: on cpu the CTE figure is reported as not gated
-        {"hardware": "trn2.3xlarge", "model": "carbon-tiny", "shape": "smoke", "metric": "cte_ms_p50", "max": 5}]}))
-    out = tmp / "out.json"
-    r = run_pytest("-m", "perf", "tests/perf/test_latency.py", "--carbon-shape", "smoke", "--carbon-runs", "2",
-                   "--carbon-thresholds", str(thresholds), "--benchmark-json", str(out), cache_dir=carbon_cache_dir)
+    """Run once per test session; under ``pytest -n`` the first worker that needs it runs it (under
+    a lock, in the directory the workers share) and the others read its outcome."""
+    from filelock import FileLock
+
+    shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    tmp = tmp_path_factory.getbasetemp().parent / "gated" if shared else tmp_path_factory.mktemp("gated")
+    tmp.mkdir(exist_ok=True)
+    out, outcome = tmp / "out.json", tmp / "outcome.json"
+    with FileLock(str(tmp / ".lock")):
+        if not outcome.exists():
+            thresholds = tmp / "impossible.json"
+            thresholds.write_text(json.dumps({"schema": 1, "thresholds": [
+                {"hardware": "*", "model": "*", "shape": "*", "metric": "tkg_ms_p50", "max": 1e-6, "baseline": 3.09},
+                # a reference on other hardware only: on cpu the CTE figure is reported as not gated
+                {"hardware": "trn2.3xlarge", "model": "carbon-tiny", "shape": "smoke", "metric": "cte_ms_p50",
+                 "max": 5}]}))
+            r = run_pytest("-m", "perf", "tests/perf/test_latency.py", "--carbon-shape", "smoke", "--carbon-runs", "2",
+                           "--carbon-thresholds", str(thresholds), "--benchmark-json", str(out),
+                           cache_dir=carbon_cache_dir)
+            outcome.write_text(json.dumps({"args": r.args, "returncode": r.returncode, "stdout": r.stdout,
+                                           "stderr": r.stderr}))
+    r = subprocess.CompletedProcess(**json.loads(outcome.read_text()))
     return r, json.loads(out.read_text()), out
 
 

@@ -41,7 +41,7 @@ from harness.backends.neuron import (
 from harness.plan import CONVERT_TO_MHA, REPLICATE, attention_sharding
 from harness.spec import MODELS, SHAPES
 from harness.storage import build_once
-from tests.unit.conftest import run_in_processes
+from tests.unit.conftest import child_env, run_in_processes
 
 pytestmark = pytest.mark.unit
 
@@ -286,7 +286,7 @@ def test_xdist_workers_get_disjoint_cores(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "-q",
                         "--carbon-cores-per-worker", "16", "--carbon-hardware", "trn2.48xlarge",
                         "--rootdir", str(tmp_path), str(tmp_path / "test_cores.py")],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path, env=child_env())
     assert r.returncode == 0, r.stdout + r.stderr
     seen = {f.name: f.read_text() for f in out.iterdir()}
     assert seen == {"gw0": "0-15", "gw1": "16-31"}
