@@ -88,16 +88,21 @@ def parse_benchmark_json(value: str) -> Any:
 def retype_option(parser: Any) -> bool:
     """Give pytest-benchmark's ``--benchmark-json`` our type; True once it is done.
 
-    pytest >= 9 builds the argparse action when the option is added (``parser.optparser``);
-    older pytest builds the argparse parser from the stored ``Argument`` attributes at each parse.
-    Both are updated, before the first parse that knows the option.
+    pytest >= 9 builds the argparse action when the option is added (``parser.optparser``; from 9.2
+    an ``Argument`` is a view of that action); older pytest builds the argparse parser from the
+    stored ``Argument`` attributes at each parse. All are updated, before the first parse that
+    knows the option.
     """
     done = False
     for group in getattr(parser, "_groups", ()):
         for argument in getattr(group, "options", ()):
             if OPTION in argument.names():
-                argument.type = parse_benchmark_json
-                argument._attrs["type"] = parse_benchmark_json
+                action = getattr(argument, "_action", None)
+                if action is not None:  # pytest >= 9.2: an Argument wraps its argparse action
+                    action.type = parse_benchmark_json
+                else:
+                    argument.type = parse_benchmark_json
+                    argument._attrs["type"] = parse_benchmark_json
                 done = True
     optparser = getattr(parser, "optparser", None)
     action = getattr(optparser, "_option_string_actions", {}).get(OPTION) if optparser is not None else None
@@ -122,16 +127,27 @@ class JsonOptionTakeover:
 
 
 def guard_save_json(benchmark_session: Any, failures: list[str]) -> None:
-    """Wrap pytest-benchmark's ``save_json`` so that a failed write is recorded as one line (the
-    plugin fails the session with it) instead of an internal-error traceback."""
-    original = benchmark_session.save_json
+    """Replace pytest-benchmark's ``save_json`` with the same serialisation written atomically:
+    its own opens the target in place (5.2 through the ``FileType`` handle, 5.3 with
+    ``open(path, 'wb')``). A failed write is recorded as one line (the plugin fails the session
+    with it) instead of an internal-error traceback, and the previous file stays as it was."""
+    from pytest_benchmark.utils import safe_dumps
 
     def save_json(output_json: dict) -> None:
+        data = safe_dumps(output_json, ensure_ascii=True, indent=4).encode()
+        target = benchmark_session.json
+        if hasattr(target, "write") and not isinstance(target, BenchmarkJsonTarget):  # "-": standard output
+            target.write(data)
+            target.flush()
+            return
+        path = Path(str(target))
         try:
-            original(output_json)
+            write_atomically(path, data)
         except OSError as exc:
             reason = exc.strerror or str(exc)
-            failures.append(f"carbon-harness: --benchmark-json {benchmark_session.json} was not written ({reason}); "
+            failures.append(f"carbon-harness: --benchmark-json {path} was not written ({reason}); "
                             f"the previous file, if any, is unchanged")
+            return
+        benchmark_session.logger.info(f"Wrote benchmark data in: {path}", purple=True)
 
     benchmark_session.save_json = save_json
