@@ -33,6 +33,7 @@ from harness.backends.neuron import (
     inference_config_kwargs,
     neuron_config_kwargs,
 )
+from harness.checkpoint import MANIFEST_FILE
 from harness.dna import prompt_suite
 from harness.golden import GOLDEN_TOKENS
 from harness.plan import CONVERT_TO_MHA
@@ -108,7 +109,8 @@ def test_generation_ignores_the_configs_eos(nxdi_cpu, carbon_tiny_checkpoint, tm
     emits at step 3 of row 0, and every row must still get all its tokens."""
     expected = hf_reference.generate(padded_batch, STEPS).tokens
     checkpoint = tmp_path / "eos-checkpoint"
-    shutil.copytree(carbon_tiny_checkpoint, checkpoint, ignore=shutil.ignore_patterns("model.safetensors"))
+    # a checkpoint derived on purpose: without the harness's manifest, which records the original config.json
+    shutil.copytree(carbon_tiny_checkpoint, checkpoint, ignore=shutil.ignore_patterns("model.safetensors", MANIFEST_FILE))
     (checkpoint / "model.safetensors").symlink_to(carbon_tiny_checkpoint / "model.safetensors")
     config = json.loads((checkpoint / "config.json").read_text())
     config["eos_token_id"] = int(expected[0, 2])
