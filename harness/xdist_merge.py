@@ -54,7 +54,11 @@ def enable_benchmarks(config: Any, benchmark_session: Any) -> bool:
         benchmark_session.compare = None
         benchmark_session.compare_fail = None
         benchmark_session.compared_mapping = {}
-    if not benchmark_session.disabled or user_disabled(config):
+    if user_disabled(config):
+        return False
+    # pytest-benchmark >= 5.3 keeps its "disabled because xdist" warning for the end of the run
+    benchmark_session.xdist_warning = False
+    if not benchmark_session.disabled:
         return False
     benchmark_session.disabled = False
     return True
