@@ -267,6 +267,12 @@ class Session:
             self.progress(f"unloading {key[0]}/{key[1]}: it and {ref.label}/{shape.name} do not fit in HBM together")
             self._engines.pop(key).close()
 
+    def _make_engine(self, path: Path, shape: RunShape, label: str) -> Engine:
+        cfg = self.config
+        return make_engine(cfg.backend, path, shape, label, device=cfg.device, dtype=cfg.dtype, cache_dir=cfg.cache_dir,
+                           variants=cfg.variants, hardware=cfg.hardware_name, neuron_cpu=cfg.neuron_cpu,
+                           nxdi_source=cfg.nxdi_source, endpoint=self.endpoint() if cfg.backend == "openai" else None)
+
     def engine(self, ref: ModelRef, shape: RunShape) -> Engine:
         key = (ref.label, shape.name)
         if key in self._engines:
@@ -276,11 +282,7 @@ class Session:
             path = self.checkpoint(ref)
             self.progress(f"loading {ref.label} ({self.config.backend}, shape {shape.name}) from {path}")
             start = time.perf_counter()
-            engine = make_engine(self.config.backend, path, shape, ref.label, device=self.config.device,
-                                 dtype=self.config.dtype, cache_dir=self.config.cache_dir,
-                                 variants=self.config.variants, hardware=self.config.hardware_name,
-                                 neuron_cpu=self.config.neuron_cpu, nxdi_source=self.config.nxdi_source,
-                                 endpoint=self.endpoint() if self.config.backend == "openai" else None)
+            engine = self._make_engine(path, shape, ref.label)
             self.load_log.append({"model": ref.label, "shape": shape.name, "load_s": engine.info.load_s,
                                   "compile_s": engine.info.compile_s, "total_s": time.perf_counter() - start})
             self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s")
@@ -295,9 +297,7 @@ class Session:
         if key not in self._engines:
             path = self.checkpoint(ref)
             self.progress(f"loading draft {ref.label} for {target.label} ({self.config.backend}, shape {shape.name})")
-            engine = make_engine(self.config.backend, path, shape, ref.label, device=self.config.device,
-                                 dtype=self.config.dtype, cache_dir=self.config.cache_dir,
-                                 variants=self.config.variants, hardware=self.config.hardware_name)
+            engine = self._make_engine(path, shape, ref.label)
             self.load_log.append({"model": ref.label, "shape": shape.name, "role": "draft", "target": target.label,
                                   "load_s": engine.info.load_s, "compile_s": engine.info.compile_s})
             self._engines[key] = engine
