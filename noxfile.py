@@ -45,9 +45,9 @@ def install_harness(session: nox.Session, *extra: str) -> None:
 @nox.session(name="trn2-stack")
 def trn2_stack(session: nox.Session) -> None:
     """transformers 4.57.* as NxDI 0.9 pins it. With an NxDI source, the NxDI CPU tier runs in the
-    suite, and the perf path of the neuron backend runs once through NxDI's CPU mode (smoke shape:
-    NxDI's CPU mode decodes ~20x slower than transformers on the CPU, so the longer suites are left
-    to the main job on hardware)."""
+    suite, and the perf path of the neuron backend runs once through NxDI's CPU mode (smoke shape,
+    2 runs: ~10 s here; NxDI's CPU mode decodes ~3x slower than transformers on this CPU and its CTE
+    bucket is seq_len, so the long suites are left to the main job on hardware)."""
     install_harness(session, "transformers==4.57.*")
     source = nxdi_source()
     if not source:
