@@ -39,6 +39,7 @@ from harness.tokenizer import (
     VOCAB_SIZE,
     K,
     builtin_tokenizer_dir,
+    sha256_file,
 )
 
 WEIGHTS_FILE = "model.safetensors"
@@ -174,14 +175,6 @@ def spec_digest(spec: ModelSpec, seed: int) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _content_files(root: Path) -> list[Path]:
     return sorted(f for f in root.iterdir() if f.is_file() and f.name not in (MANIFEST_FILE, COMPLETE_MARKER))
 
@@ -189,7 +182,7 @@ def _content_files(root: Path) -> list[Path]:
 def write_manifest(root: Path) -> Path:
     """Record the sha256 and size of every file, so later corruption (a truncated or edited file,
     random bytes inside the weights) is detected instead of measured."""
-    files = {f.name: {"sha256": sha256_of(f), "size": f.stat().st_size} for f in _content_files(root)}
+    files = {f.name: {"sha256": sha256_file(f), "size": f.stat().st_size} for f in _content_files(root)}
     _write_json(root / MANIFEST_FILE, {"schema": 1, "files": files})
     return root / MANIFEST_FILE
 
@@ -221,7 +214,7 @@ def verify_checkpoint(path: str | Path) -> bool:
         size = f.stat().st_size
         if size != want["size"]:
             raise CheckpointError(f"{f} has {size} bytes, {want['size']} recorded in {MANIFEST_FILE} (truncated?)")
-        if sha256_of(f) != want["sha256"]:
+        if sha256_file(f) != want["sha256"]:
             raise CheckpointError(f"{f} does not match its sha256 recorded in {MANIFEST_FILE} (corrupt)")
     extra = sorted({f.name for f in _content_files(root) if f.suffix in (".json", ".safetensors")} - set(files))
     if extra:
@@ -350,7 +343,7 @@ def fingerprint(path: str | Path) -> str:
             st = f.stat()
             key = (str(f.resolve()), st.st_size, st.st_mtime_ns)
             if key not in _FULL_HASHES:
-                _FULL_HASHES[key] = sha256_of(f)
+                _FULL_HASHES[key] = sha256_file(f)
             h.update(f"{f.name}:{st.st_size}:{_FULL_HASHES[key]}\n".encode())
     return h.hexdigest()[:24]
 
