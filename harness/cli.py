@@ -127,7 +127,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if plan.logits_bytes_per_rank:
         lines.append(f"  scoring logits at every position: {plan.logits_bytes_per_rank / gib:.3f} GiB per rank")
     if args.draft:
-        from harness.speculative import plan_speculation
+        from harness.speculative_plan import plan_speculation
 
         sp = plan_speculation(args.model, args.draft, args.shape, get_profile(args.hardware), args.acceptance,
                               args.speculation_length, tp_degree=args.tp, dtype=args.dtype)
@@ -156,7 +156,8 @@ def reference_speedup_lines(args: argparse.Namespace, sp, data: dict) -> list[st
     target step (memory-bound)."""
     from harness.gates import load_thresholds
     from harness.session import default_threshold_paths
-    from harness.speculative import break_even_acceptance, predicted_speedup, reference_step_ms
+    from harness.speculative import predicted_speedup
+    from harness.speculative_plan import break_even_acceptance, reference_step_ms
 
     thresholds = load_thresholds(default_threshold_paths(Path.cwd()))
     target_ms = reference_step_ms(thresholds, args.hardware, sp.target, args.shape)

@@ -2,17 +2,14 @@
 forward pass over its KV cache, and the longest agreeing prefix plus the target's own next token
 is kept, so the output is exactly the target's greedy output whatever the draft proposes.
 
-Three parts, each usable alone:
-
-* the math (pure): accepted prefixes, the expected tokens per verification step
-  ``(1 - a**(k+1)) / (1 - a)`` and the speedup it buys for a draft/target step-time ratio;
-* the transformers side: the harness's own draft-then-verify loop on two ``HFEngine`` s
-  (``speculative_generate``, batched) and transformers' ``assistant_model`` assisted decoding
-  (``assisted_generate``, batch 1 only, as transformers allows);
-* the NxDI side (pure): the ``NeuronConfig`` kwargs of a target with a draft, as NxDI 0.9's
-  ``inference_demo.py`` builds them (``speculation_length``, ``enable_fused_speculation``, the draft's
-  own config with speculation switched off). NxDI's CPU mode rejects speculation, so running it is
-  Trainium-only.
+Here: the math (pure: accepted prefixes, the expected tokens per verification step
+``(1 - a**(k+1)) / (1 - a)`` and the speedup it buys for a draft/target step-time ratio); the
+transformers side (the harness's own draft-then-verify loop on two ``HFEngine`` s,
+``speculative_generate``, batched, and transformers' ``assistant_model`` assisted decoding,
+``assisted_generate``, batch 1 only, as transformers allows); the benchmark cases and figures.
+Elsewhere: planning (``harness.speculative_plan``), NxDI's kwargs
+(``harness.backends.neuron_speculation``) and vLLM's ``--speculative-config``
+(``harness.speculative_serving``).
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ import torch
 
 from harness.backends.base import BackendError, Batch, Engine
 from harness.measure import Summary, Timer, throughput
-from harness.spec import ModelSpec, RunShape, get_model, get_shape
+from harness.spec import RunShape, get_shape
 
 DEFAULT_SPECULATION_LENGTH = 4
 SELF_DRAFT = "self"  # the target is its own draft: acceptance exactly 1.0
@@ -292,6 +289,13 @@ class SpecCase:
     def tokens_for(self, hardware_kind: str) -> int:
         return self.cpu_new_tokens if hardware_kind == "cpu" else self.new_tokens
 
+    def prompts(self) -> list[str]:
+        """The DNA suite's seven cases, or the suite's balanced case at this configuration's length."""
+        from harness.dna import prompt_suite
+
+        suite = prompt_suite(self.prompt_bp)
+        return [c.prompt for c in suite] if self.name == DNA_SUITE_NAME else [suite[0].prompt]
+
 
 # The T4 devlog's configurations (Carbon-3B with the 500M draft: 0.87-0.90x with assistant_model).
 T4_CASES = (
@@ -300,7 +304,8 @@ T4_CASES = (
     SpecCase("512bp-64new", 512, 64, 6),
     SpecCase("512bp-256new", 512, 256, 11),
 )
-DNA_SUITE_CASE = SpecCase("dna-suite", 1080, 180, 6)
+DNA_SUITE_NAME = "dna-suite"
+DNA_SUITE_CASE = SpecCase(DNA_SUITE_NAME, 1080, 180, 6)
 
 
 def gate_shape(draft_label: str) -> str:
@@ -335,157 +340,18 @@ def speculative_figures(results: Sequence[SpeculativeResult], target_e2e_ms: Seq
     }
 
 
-# ---------------------------------------------------------------------------------------------
-# Planning: does a pairing pay off before booking hardware?
-# ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class SpecPlan:
-    """Predicted speculative speedup of a draft/target pair from memory-bound decode floors."""
-
-    target: str
-    draft: str
-    hardware: str
-    tp_degree: int
-    speculation_length: int
-    acceptance: float
-    target_tkg_floor_ms: float
-    draft_tkg_floor_ms: float
-    verify_floor_ms: float
-    step_time_ratio: float  # draft step / target step
-    expected_tokens_per_step: float
-    speedup: float
-    break_even_acceptance: float | None  # the lowest acceptance at which the pairing pays (None: never)
-
-    def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        return asdict(self)
-
-
-def break_even_acceptance(k: int, ratio: float, verify_ratio: float = 1.0) -> float | None:
-    """The acceptance rate where the speedup reaches 1 (bisection: speedup grows with acceptance)."""
-    def speedup(a: float) -> float:
-        return expected_tokens_per_step(a, k) / (k * ratio + verify_ratio)
-
-    if speedup(1.0) <= 1.0:
+def loop_unavailable_reason(backend: str, neuron_cpu: bool = False) -> str | None:
+    """Why the harness's own speculative loop cannot run on ``backend`` (None on hf), and where
+    that backend's speculation is covered instead: the reason a test skips with."""
+    if backend == "hf":
         return None
-    if speedup(0.0) >= 1.0:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if speedup(mid) < 1.0 else (lo, mid)
-    return hi
+    if backend == "openai":
+        return ("on a server, vLLM speculates itself: tests/serving/test_speculative_serving.py measures it and checks "
+                "it is lossless (--carbon-serve vllm starts a server per --carbon-draft)")
+    if backend == "neuron":
+        from harness.backends.neuron_speculation import neuron_speculation_unavailable_reason
 
-
-def reference_step_ms(thresholds: Sequence[Any], hardware: str, model: str, shape: str) -> float | None:
-    """A model's reference TKG p50 (the ``baseline`` of its ``tkg_ms_p50`` threshold), if there is one:
-    small models are not memory-bound on Trainium (Carbon-500M's measured step is ~half Carbon-3B's,
-    not the 15% its weights suggest), so the plan shows the speedup at measured step times too."""
-    from harness.gates import select
-
-    t = select(thresholds, hardware, model, shape, "tkg_ms_p50")
-    return t.baseline if t is not None and t.model == model and t.hardware == hardware else None
-
-
-def plan_speculation(target: ModelSpec | str, draft: ModelSpec | str, shape: RunShape | str, hardware: Any,
-                     acceptance: float, speculation_length: int = DEFAULT_SPECULATION_LENGTH,
-                     tp_degree: int | None = None, dtype: str = "bf16") -> SpecPlan:
-    """Speedup predicted from the memory-bound TKG floors of ``harness.plan`` (each model's decode
-    step reads all its weights and its KV cache once; the verification step reads the target's once
-    for all k + 1 tokens, which is why it costs about one target step while decoding is memory-bound)."""
-    from harness.plan import make_plan, memory_floor_ms
-
-    target = get_model(target) if isinstance(target, str) else target
-    draft = get_model(draft) if isinstance(draft, str) else draft
-    shape = get_shape(shape) if isinstance(shape, str) else shape
-    k = check_speculation_length(speculation_length)
-    a = check_acceptance(acceptance)
-    if draft.vocab_size != target.vocab_size:
-        raise SpeculativeError(f"draft {draft.name} has vocab {draft.vocab_size}, target {target.name} "
-                               f"{target.vocab_size}: they must share the tokenizer")
-    t_plan = make_plan(target, shape, hardware, tp_degree=tp_degree, dtype=dtype)
-    d_plan = make_plan(draft, shape, hardware, tp_degree=tp_degree, dtype=dtype)
-    if t_plan.tkg_floor_ms is None or d_plan.tkg_floor_ms is None:
-        raise SpeculativeError(f"hardware profile {hardware.name!r} has no memory bandwidth: pass one that has")
-    # The verification step reads the weights once and k extra positions of KV (the cache grows by k + 1).
-    from harness.plan import kv_cache_bytes
-
-    extra_kv = kv_cache_bytes(target, shape.batch_size, k, t_plan.sharding.num_kv_heads, dtype)
-    verify_ms = t_plan.tkg_floor_ms + (memory_floor_ms(extra_kv, hardware.memory_bandwidth_gbps) or 0.0)
-    ratio = d_plan.tkg_floor_ms / t_plan.tkg_floor_ms
-    speedup = predicted_speedup(a, k, d_plan.tkg_floor_ms, verify_ms, t_plan.tkg_floor_ms)
-    return SpecPlan(target.name, draft.name, hardware.name, t_plan.tp_degree, k, a, t_plan.tkg_floor_ms,
-                    d_plan.tkg_floor_ms, verify_ms, ratio, expected_tokens_per_step(a, k), speedup,
-                    break_even_acceptance(k, ratio, verify_ms / t_plan.tkg_floor_ms))
-
-
-# ---------------------------------------------------------------------------------------------
-# NxDI 0.9: NeuronConfig kwargs of a target with a draft (pure; the run is Trainium-only)
-# ---------------------------------------------------------------------------------------------
-
-def nxdi_speculation_length(k: int) -> int:
-    """NxDI's ``speculation_length`` for k draft tokens per step: the number of tokens the target
-    verifies in one pass, ``last + k drafts`` = k + 1. The fused model runs the draft
-    ``speculation_length`` times and feeds the target ``candidate_input_ids[:, :-1]``
-    (model_base.py ``NeuronFusedSpecModel``); the unfused adapter pads the target's input to
-    ``speculation_length`` and drafts ``num_assistant_tokens`` (utils/hf_adapter.py), which must be
-    the same number."""
-    return check_speculation_length(k) + 1
-
-
-def neuron_speculation_kwargs(target: str | ModelSpec, draft: str | ModelSpec, shape: str | RunShape,
-                              speculation_length: int = DEFAULT_SPECULATION_LENGTH, fused: bool = True,
-                              draft_tp_degree: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(target_kwargs, draft_kwargs)`` for NxDI's ``NeuronConfig`` with ``speculation_length``
-    draft tokens per step (the harness's k; NxDI counts k + 1, see ``nxdi_speculation_length``),
-    as ``inference_demo.py`` ``run_inference`` builds them: the target gets ``speculation_length``
-    and ``enable_fused_speculation`` (draft and target traced into one fused model); the draft is
-    the target's config with ``speculation_length = 0`` and ``enable_fused_speculation = False``
-    (and its own tp degree if given). Fused, the draft's ``InferenceConfig`` goes into
-    ``FusedSpecNeuronConfig(worker_cls, draft_config=..., draft_model_path=...)``; unfused, the draft
-    is its own ``NeuronLlamaForCausalLM`` passed to ``generate(assistant_model=...)``. Both keep
-    the reference runs' kwargs (``harness.backends.neuron.neuron_config_kwargs``), whose greedy
-    ``on_device_sampling_config`` fused speculation requires."""
-    from harness.backends.neuron import neuron_config_kwargs
-
-    spec_len = nxdi_speculation_length(speculation_length)
-    shape = get_shape(shape) if isinstance(shape, str) else shape
-    target_spec = get_model(target) if isinstance(target, str) else target
-    draft_spec = get_model(draft) if isinstance(draft, str) else draft
-    if target_spec.vocab_size != draft_spec.vocab_size:
-        raise SpeculativeError(f"draft {draft_spec.name} and target {target_spec.name} do not share a vocabulary")
-    if draft_tp_degree is not None and (not isinstance(draft_tp_degree, int) or draft_tp_degree < 1):
-        raise SpeculativeError(f"draft_tp_degree={draft_tp_degree!r} must be a positive integer")
-    target_kwargs = neuron_config_kwargs(target_spec, shape)
-    target_kwargs.update({"speculation_length": spec_len, "enable_fused_speculation": fused})
-    draft_kwargs = neuron_config_kwargs(draft_spec, shape)
-    draft_kwargs.update({"speculation_length": 0, "enable_fused_speculation": False})
-    if draft_tp_degree is not None:
-        draft_kwargs["tp_degree"] = draft_tp_degree
-    return target_kwargs, draft_kwargs
-
-
-def derive_draft_neuron_config(target_neuron_config: Any, draft_tp_degree: int | None = None) -> Any:
-    """The draft's ``NeuronConfig`` derived from the target's, step for step as NxDI 0.9's
-    ``inference_demo.py`` does (a deep copy with speculation off). It differs from
-    ``NeuronConfig(**draft_kwargs)`` only in values ``NeuronConfig`` derives from the speculation
-    flags (``kv_cache_tiling``, on for a fused target at seq_len % 128 == 0), which the copy keeps."""
-    import copy
-
-    draft = copy.deepcopy(target_neuron_config)
-    draft.speculation_length = 0
-    draft.enable_fused_speculation = False
-    if draft_tp_degree is not None:
-        draft.tp_degree = draft_tp_degree
-    return draft
-
-
-def neuron_speculation_unavailable_reason(hardware_kind: str) -> str | None:
-    """Why NxDI speculation cannot run here (None on a Neuron host)."""
-    if hardware_kind != "neuron":
-        return ("NxDI speculation runs on Trainium only: its CPU mode raises 'Speculation is not yet supported "
-                "for CPU inference' (application_base.py); run with --carbon-backend neuron on a Trn2 host")
-    return None
-
+        cpu = neuron_speculation_unavailable_reason("cpu") if neuron_cpu else None
+        return ("the harness does not run NxDI speculation yet: harness.backends.neuron_speculation builds its kwargs, "
+                "checked against NxDI's own NeuronConfig in tests/unit/test_speculative.py" + (f"; {cpu}" if cpu else ""))
+    return f"the speculative loop runs on the hf backend, not {backend}"

@@ -11,7 +11,7 @@ import pytest
 from harness.backends.base import BackendError, Batch
 from harness.dna import batch_suite
 from harness.spec import RunShape
-from harness.speculative import SELF_DRAFT, assisted_generate, speculative_generate
+from harness.speculative import SELF_DRAFT, assisted_generate, loop_unavailable_reason, speculative_generate
 
 pytestmark = pytest.mark.compat
 
@@ -22,9 +22,9 @@ SHAPE = RunShape("speculative-compat", batch_size=4, max_context_length=64, seq_
 
 @pytest.fixture
 def pair(carbon_session, carbon_model, carbon_draft):
-    if carbon_session.config.backend != "hf":
-        pytest.skip(f"the speculative loop runs on the hf backend, not {carbon_session.config.backend}: NxDI speculation "
-                    "is Trainium-only (its CPU mode rejects it); its kwargs are checked in tests/unit/test_speculative.py")
+    reason = loop_unavailable_reason(carbon_session.config.backend, carbon_session.config.neuron_cpu)
+    if reason:
+        pytest.skip(reason)
     target = carbon_session.engine(carbon_model, SHAPE)
     draft = carbon_session.draft_engine(carbon_draft, carbon_model, SHAPE)
     return target, draft

@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from harness.backends.base import Batch
-from harness.dna import prompt_suite
 from harness.figures import dna_figures
 from harness.fixtures import engine_context, timed_results
 from harness.measure import Summary, throughput
@@ -27,6 +26,7 @@ from harness.speculative import (
     assisted_generate,
     combine_results,
     gate_shape,
+    loop_unavailable_reason,
     speculative_figures,
     speculative_generate,
     spec_shape,
@@ -37,12 +37,6 @@ pytestmark = pytest.mark.perf
 CASES = (*T4_CASES, DNA_SUITE_CASE)
 
 
-def case_prompts(case: SpecCase) -> list[str]:
-    """The DNA suite's seven cases, or the balanced case at the T4 configuration's length."""
-    suite = prompt_suite(case.prompt_bp)
-    return [c.prompt for c in suite] if case is DNA_SUITE_CASE else [suite[0].prompt]
-
-
 @dataclass
 class SpecBench:
     """Per session: engines, the target-alone baselines and the measured figures, each made once."""
@@ -51,10 +45,9 @@ class SpecBench:
     figures: dict = field(default_factory=dict)
 
     def engines(self, target: ModelRef, draft: ModelRef):
-        if self.session.config.backend != "hf":
-            pytest.skip(f"speculative decoding is measured on the hf backend; on {self.session.config.backend} "
-                        "NxDI's speculation is planned by harness.speculative.neuron_speculation_kwargs but not run "
-                        "by the harness yet (and NxDI's CPU mode rejects speculation)")
+        reason = loop_unavailable_reason(self.session.config.backend, self.session.config.neuron_cpu)
+        if reason:
+            pytest.skip(reason)
         shape = spec_shape()
         return self.session.engine(target, shape), self.session.draft_engine(draft, target, shape)
 
@@ -63,7 +56,7 @@ class SpecBench:
 
     def batches(self, target: ModelRef, case: SpecCase) -> list[Batch]:
         tokenizer = self.session.tokenizer(target)
-        return [Batch.from_prompts(tokenizer, [p]) for p in case_prompts(case)]
+        return [Batch.from_prompts(tokenizer, [p]) for p in case.prompts()]
 
     def rounds(self) -> tuple[int, int]:
         """(timed, warm-up) rounds: the session's, at most 3 and 1 on a CPU (CPU-sized, like the lengths)."""
@@ -116,7 +109,7 @@ def spec_context(bench: SpecBench, target_engine, draft: ModelRef, case: SpecCas
     n = bench.new_tokens(case)
     context = engine_context(target_engine, bench.session.hardware.name, batch, n)
     context.update({"draft": draft.label, "speculation_length": bench.session.config.speculation_length,
-                    "case": case.name, "prompt_bp": case.prompt_bp, "prompts": len(case_prompts(case)),
+                    "case": case.name, "prompt_bp": case.prompt_bp, "prompts": len(case.prompts()),
                     "reference_new_tokens": case.new_tokens, "cpu_sized": n != case.new_tokens,
                     "decoding": decoding})
     return context

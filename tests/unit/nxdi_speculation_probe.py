@@ -51,7 +51,7 @@ def main() -> None:
         NeuronLlamaForCausalLM,
     )
 
-    from harness.speculative import derive_draft_neuron_config
+    from harness.backends.neuron_speculation import derive_draft_neuron_config
 
     unexpected = _Unexpected()
     logging.getLogger().addHandler(unexpected)

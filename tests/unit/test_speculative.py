@@ -16,19 +16,21 @@ import torch
 from harness.backends.neuron import neuron_config_kwargs
 from harness.cli import main as cli_main
 from harness.hardware import get_profile
+from harness.backends.neuron_speculation import (
+    neuron_speculation_kwargs,
+    neuron_speculation_unavailable_reason,
+    nxdi_speculation_length,
+)
 from harness.speculative import (
     SpeculativeError,
     SpeculativeResult,
     accepted_prefix,
-    break_even_acceptance,
     combine_results,
+    loop_unavailable_reason,
     expected_tokens_per_step,
-    neuron_speculation_kwargs,
-    neuron_speculation_unavailable_reason,
-    nxdi_speculation_length,
-    plan_speculation,
     predicted_speedup,
 )
+from harness.speculative_plan import break_even_acceptance, plan_speculation
 from harness.spec import MODELS
 
 pytestmark = pytest.mark.unit
@@ -279,3 +281,14 @@ def test_embedded_draft_is_smaller_with_the_same_vocabulary_and_its_own_seed(tmp
     provenance = json.loads((tmp_path / "d" / "carbon_harness.json").read_text())
     assert (provenance["model"], provenance["seed"]) == ("carbon-tiny-draft", draft.seed)
     assert json.loads((tmp_path / "d" / "config.json").read_text())["num_hidden_layers"] == 1
+
+
+@pytest.mark.parametrize("backend, cpu, says", [
+    ("hf", False, None),
+    ("openai", False, "tests/serving/test_speculative_serving.py"),
+    ("neuron", False, "harness.backends.neuron_speculation"),
+    ("neuron", True, "Speculation is not yet supported for CPU inference"),
+])
+def test_where_each_backend_speculates(backend, cpu, says):
+    reason = loop_unavailable_reason(backend, cpu)
+    assert reason is None if says is None else says in reason
