@@ -31,6 +31,13 @@ SCAN_SHAPE = "scan-cpu"
 SWEEP_BP = 5  # saturation of the window's first 5 bp: 15 variants + the reference = 16 rows, 2 batches of 8
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """test_scan runs at each scan shape given to --carbon-shape (scan-8k, scan-32k...), else scan-cpu."""
+    if "scan_shape" in metafunc.fixturenames:
+        given = [s for s in metafunc.config.getoption("carbon_shapes") or [] if s.startswith("scan-")]
+        metafunc.parametrize("scan_shape", given or [SCAN_SHAPE])
+
+
 @pytest.fixture(scope="module")
 def window():
     return read_fasta(FIXTURE_DIR / "window.fa")
@@ -115,10 +122,11 @@ def test_sweep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer
                  len(sweep))
 
 
-def test_scan(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, carbon_gate):
-    """A long-context likelihood scan at the shape's full context (scan-cpu on a CPU; the 8k/32k/64k
-    scans are planned with carbon-harness plan and run with --carbon-backend neuron)."""
-    engine = scoring_engine(SCAN_SHAPE)
+def test_scan(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, carbon_gate, scan_shape):
+    """A long-context likelihood scan at the shape's full context (scan-cpu by default; the 8k/32k/64k
+    scans with --carbon-shape scan-8k..., on a backend with logits at every position; check them first
+    with carbon-harness plan)."""
+    engine = scoring_engine(scan_shape)
     benchmark.group = f"scoring-{engine.info.model}"
     scan = synthetic_window(bp=engine.shape.prompt_bp, chrom="scan")
     timed = measure(benchmark, carbon_session, lambda: scan_window(engine, carbon_model_tokenizer, scan))

@@ -96,3 +96,15 @@ def test_speedups_are_gated_under_m_perf(tmp_path, carbon_cache_dir):
                    "--carbon-thresholds", str(thresholds), cache_dir=carbon_cache_dir)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "dna_encode_speedup =" in r.stdout and "is below min 1e+09" in r.stdout
+
+
+def test_a_scoring_shape_skips_the_generation_tests_and_sizes_the_scan(tmp_path):
+    """--carbon-shape scan-8k: the generation tests skip saying where it is measured; test_scan runs at it."""
+    r = run_pytest("-m", "perf", "--co", "-q", "tests/perf/test_latency.py", "tests/perf/test_scoring.py",
+                   "--carbon-shape", "smoke", "--carbon-shape", "scan-8k", cache_dir=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "test_scoring.py::test_scan[scan-8k-carbon-tiny]" in r.stdout
+    r = run_pytest("-m", "perf", "-rs", "tests/perf/test_latency.py", "--carbon-shape", "scan-8k",
+                   "--benchmark-disable", cache_dir=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "3 skipped" in r.stdout and "shape scan-8k is a scoring shape (prefill only, no decode)" in r.stdout
