@@ -40,6 +40,7 @@ GATED_FIGURES: dict[str, str] = {
     # speculative decoding (harness.speculative, tests/perf/test_speculative.py)
     "spec_acceptance_rate": "min", "spec_tokens_per_step": "min", "spec_draft_ms_per_step": "max",
     "spec_verify_ms_per_step": "max", "spec_speedup": "min", "spec_speedup_gain": "min",
+    "spec_step_ms_p50": "max",  # a served draft-and-verify step (harness.speculative_serving)
     # scoring workloads (harness.scoring, tests/perf/test_scoring.py)
     "variants_per_s": "min", "scored_kbp_per_s": "min", "usd_per_million_variants": "max", "scoring_ms_p50": "max",
 }
@@ -51,6 +52,8 @@ EXTRA_SHAPE_LABELS = (
     *(f"serving-{w}" for w in ("dna-suite", "batch-suite", "a10-500m", "a10-3b", "a10-smoke")),
     "speculative-ends",  # tests/perf/test_speculative.py: "speculative-<draft>", "assisted-<draft>"
     *(f"{kind}-{draft}" for kind in ("speculative", "assisted") for draft in (*MODELS, "self")),
+    # tests/serving/test_speculative_serving.py: "serving-speculative-<draft>"
+    "serving-speculative-ends", *(f"serving-speculative-{draft}" for draft in (*MODELS, "self")),
 )
 DECODINGS = ("fns",)  # test_suites gates "<shape>-<decoding>" for non-direct decoding
 

@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.storage import build_once
 from harness.tokenizer import VOCAB_SIZE, DnaLayout, builtin_tokenizer_dir, dna_block_tokens
@@ -111,6 +112,26 @@ def log_tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text[-lines:])
 
 
+def speculative_cpu_bind(cpus: Sequence[int]) -> str | None:
+    """``VLLM_CPU_OMP_THREADS_BIND`` for the speculative server: the CPU that vLLM's own "auto"
+    binding of the target-alone server leaves free (it reserves the last one for the frontends);
+    None on a single CPU.
+
+    The session runs the target-alone server and a speculative one side by side. Under "auto" both
+    workers land on the same cores, and a worker busy-polls its queue for a second after each
+    request (shm_broadcast ``busy_loop_s``), so the server that just answered starved the next one:
+    0.5-1 s added to TTFT at random. The target-alone server keeps "auto" (with both servers bound
+    to explicit cores, its frontends lost their reserved core and ``vllm bench serve`` saw a 2 s stall
+    and a dropped connection)."""
+    cpus = sorted(cpus)
+    return str(cpus[-1]) if len(cpus) >= 2 else None
+
+
+def speculative_server_cpu_bind() -> str | None:
+    """This machine's ``speculative_cpu_bind`` (the target-alone server keeps vLLM's "auto")."""
+    return speculative_cpu_bind(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
 def vllm_python() -> str | None:
     """The Python that runs vLLM: $CARBON_VLLM_PYTHON, else this one if it has vllm, else None."""
     explicit = os.environ.get("CARBON_VLLM_PYTHON")
@@ -136,6 +157,9 @@ class VLLMServer:
     max_logprobs: int = 4096
     extra_args: Sequence[str] = ()
     env: dict[str, str] = field(default_factory=dict)
+    # vLLM's --speculative-config (harness.speculative_serving.vllm_speculative_config), or None
+    speculative_config: dict[str, Any] | None = None
+    cpu_bind: str | None = None  # VLLM_CPU_OMP_THREADS_BIND (speculative_cpu_bind); None: vLLM's "auto"
     proc: subprocess.Popen | None = None
 
     @property
@@ -143,11 +167,19 @@ class VLLMServer:
         return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        return [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.checkpoint),
-                "--tokenizer", str(self.tokenizer), "--served-model-name", self.served_model,
-                "--host", self.host, "--port", str(self.port), "--dtype", "float32",
-                "--max-model-len", str(self.max_model_len), "--max-logprobs", str(self.max_logprobs),
-                "--generation-config", "vllm", "--disable-log-stats", *self.extra_args]
+        """The server's command line. A speculative server keeps its stats on: with
+        ``--disable-log-stats`` vLLM updates no ``vllm:spec_decode_*`` counter, and those counters
+        are the only place the acceptance figures come from."""
+        cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.checkpoint),
+               "--tokenizer", str(self.tokenizer), "--served-model-name", self.served_model,
+               "--host", self.host, "--port", str(self.port), "--dtype", "float32",
+               "--max-model-len", str(self.max_model_len), "--max-logprobs", str(self.max_logprobs),
+               "--generation-config", "vllm"]
+        if self.speculative_config is None:
+            cmd.append("--disable-log-stats")
+        else:
+            cmd += ["--speculative-config", json.dumps(self.speculative_config, sort_keys=True)]
+        return [*cmd, *self.extra_args]
 
     def start(self) -> "VLLMServer":
         if self.host not in ("127.0.0.1", "localhost", "::1"):
@@ -156,6 +188,8 @@ class VLLMServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
                "TOKENIZERS_PARALLELISM": "false", **self.env}
+        if self.cpu_bind is not None:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_bind
         env.pop("CARBON_API_KEY", None)
         with open(self.log_path, "ab") as log:
             log.write(("$ " + " ".join(self.command()) + "\n").encode())
@@ -218,14 +252,18 @@ class VLLMServer:
 
 def start_vllm(checkpoint: Path, cache_dir: Path, log_path: Path, served_model: str = "carbon-tiny",
                python: str | None = None, timeout_s: float = 300.0,
-               progress: Callable[[str], None] | None = None) -> VLLMServer:
+               progress: Callable[[str], None] | None = None,
+               speculative_config: dict[str, Any] | None = None, cpu_bind: str | None = None) -> VLLMServer:
     python = python or vllm_python()
     if python is None:
         raise ServerError(f"--carbon-serve vllm needs {VLLM_INSTALL_HINT}")
-    server = VLLMServer(Path(checkpoint), serving_tokenizer_dir(cache_dir), Path(log_path), served_model, python)
+    server = VLLMServer(Path(checkpoint), serving_tokenizer_dir(cache_dir), Path(log_path), served_model, python,
+                        speculative_config=speculative_config, cpu_bind=cpu_bind)
     server.start()
     if progress:
-        progress(f"starting vLLM (pid {server.proc.pid}) on {server.url}, log {server.log_path}")
+        what = "" if speculative_config is None else f" with draft {speculative_config.get('model')}"
+        cores = "" if cpu_bind is None else f", CPUs {cpu_bind}"
+        progress(f"starting vLLM{what} (pid {server.proc.pid}) on {server.url}{cores}, log {server.log_path}")
     return server.wait_ready(timeout_s, progress)
 
 

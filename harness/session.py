@@ -224,6 +224,8 @@ class Session:
         self._server: Any = None
         self._endpoint: Any = None
         self._endpoint_error: Exception | None = None
+        self._spec_server: tuple[str, Any, Any] | None = None  # (draft label, VLLMServer, Endpoint)
+        self._spec_errors: dict[str, Exception] = {}  # drafts whose server failed: not started again
 
     @property
     def hardware(self) -> HardwareProfile:
@@ -333,6 +335,56 @@ class Session:
             self._endpoint = run_async(resolve_endpoint(Endpoint.from_env(url, self.config.served_model)))
         return self._endpoint
 
+    def speculative_endpoint(self, draft: ModelRef) -> Any:
+        """A vLLM server on the first model with ``draft`` as its speculative draft (``self``: the
+        model drafts for itself), started by this session with --carbon-serve vllm. One runs at a time:
+        starting the next draft's stops the previous one (tests/serving/conftest.py orders tests by draft). Raises
+        BackendError when the session does not start servers (a running server's draft is unknown)."""
+        if self.config.serve != "vllm":
+            raise BackendError("speculative serving needs a server the harness starts with its draft: --carbon-serve "
+                               "vllm (a server at --carbon-endpoint runs whatever draft it was started with, "
+                               "which the harness cannot know)")
+        if draft.label in self._spec_errors:
+            raise self._spec_errors[draft.label]
+        if self._spec_server is not None and self._spec_server[0] == draft.label:
+            return self._spec_server[2]
+        self.stop_speculative_server()
+        try:
+            self._spec_server = self._start_speculative_server(draft)
+        except Exception as exc:
+            self._spec_errors[draft.label] = exc
+            raise
+        return self._spec_server[2]
+
+    def _start_speculative_server(self, draft: ModelRef) -> tuple[str, Any, Any]:
+        from harness.backends.openai import Endpoint, resolve_endpoint, run_async
+        from harness.serving_server import speculative_server_cpu_bind, start_vllm
+        from harness.speculative_serving import vllm_speculative_config
+
+        target = self.config.models[0]
+        draft_path = self.checkpoint(target if draft.label == "self" else draft)
+        log = (self.config.cache_dir / "serving" / "logs"
+               / f"vllm-draft-{draft.label}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+        server = start_vllm(self.checkpoint(target), self.config.cache_dir, log, served_model=target.label,
+                            timeout_s=self.config.serve_timeout_s, progress=self.progress,
+                            speculative_config=vllm_speculative_config(draft_path, self.config.speculation_length),
+                            cpu_bind=speculative_server_cpu_bind())
+        try:
+            endpoint = run_async(resolve_endpoint(Endpoint.from_env(server.url, target.label)))
+        except Exception:
+            server.stop()
+            raise
+        return draft.label, server, endpoint
+
+    def stop_speculative_server(self) -> None:
+        """Stop the speculative server, if one runs (the next draft's start, the speculative tests'
+        module teardown, the session's end)."""
+        if self._spec_server is not None:
+            label, server, _ = self._spec_server
+            self.progress(f"stopping vLLM with draft {label} (pid {server.proc.pid}); its log: {server.log_path}")
+            server.stop()
+            self._spec_server = None
+
     @property
     def server(self) -> Any:
         """The server this session started (a VLLMServer), or None."""
@@ -342,6 +394,7 @@ class Session:
         for engine in self._engines.values():
             engine.close()
         self._engines.clear()
+        self.stop_speculative_server()
         if self._server is not None:
             self.progress(f"stopping vLLM (pid {self._server.proc.pid}); its log: {self._server.log_path}")
             self._server.stop()

@@ -195,6 +195,30 @@ async def served_models(http: Any, endpoint: Endpoint) -> list[str]:
         return [m["id"] for m in (await resp.json())["data"]]
 
 
+async def fetch_metrics(http: Any, endpoint: Endpoint) -> str:
+    """The server's Prometheus text (``GET /metrics``; vLLM and SGLang serve one)."""
+    url = f"{endpoint.url}/metrics"
+    try:
+        async with http.get(url) as resp:
+            text = await resp.text()
+            if resp.status != 200:
+                raise ServingError(f"GET {url}: HTTP {resp.status}: {text[:300]}")
+            return text
+    except ServingError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise ServingError(_describe(exc, url)) from None
+
+
+def metrics_text(endpoint: Endpoint) -> str:
+    """``fetch_metrics`` from synchronous code (between benchmark runs)."""
+    async def go() -> str:
+        async with client_session(endpoint) as http:
+            return await fetch_metrics(http, endpoint)
+
+    return run_async(go())
+
+
 async def resolve_endpoint(endpoint: Endpoint) -> Endpoint:
     """The endpoint with its model named: the given one, checked against /v1/models, or the only one."""
     async with client_session(endpoint) as http:

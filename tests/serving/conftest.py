@@ -27,3 +27,43 @@ def served_hf_engine(served_checkpoint):
     yield get
     for engine in engines.values():
         engine.close()
+
+
+@pytest.fixture
+def speculative_endpoint(carbon_session, carbon_endpoint, carbon_draft):
+    """A vLLM server on the served model with this test's draft (``--speculative-config``), started by
+    the session; only with --carbon-serve vllm (a running server's draft is not the harness's to set)."""
+    from harness.backends.openai import ServingError
+    from harness.serving_server import ServerError
+
+    if carbon_session.config.serve != "vllm":
+        pytest.skip("speculative serving needs --carbon-serve vllm: the harness starts a server with each "
+                    "--carbon-draft itself (a server at --carbon-endpoint runs a draft the harness cannot know)")
+    try:
+        return carbon_session.speculative_endpoint(carbon_draft)
+    except (ServerError, ServingError) as exc:
+        pytest.fail(f"speculative vLLM server with draft {carbon_draft.label} unavailable: {exc}", pytrace=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the speculative tests draft by draft, keeping pytest's order within a draft, and the tests
+    that use no draft (the ends comparison) after them: the session keeps one speculative server at a
+    time, and pytest's own grouping by parameter interleaves drafts once other parameters vary."""
+    positions = [i for i, item in enumerate(items) if item.module.__name__.endswith("test_speculative_serving")]
+    if not positions:
+        return
+    mine = [items[i] for i in positions]
+
+    def draft(item: pytest.Item) -> str | None:
+        ref = getattr(getattr(item, "callspec", None), "params", {}).get("carbon_draft")
+        return None if ref is None else ref.label
+
+    drafts = list(dict.fromkeys(d for d in map(draft, mine) if d is not None))  # first-seen order
+
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int]:
+        order, item = pair
+        label = draft(item)
+        return (drafts.index(label) if label is not None else len(drafts), order)
+
+    for i, (_, item) in zip(positions, sorted(enumerate(mine), key=key)):
+        items[i] = item
