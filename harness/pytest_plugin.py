@@ -113,9 +113,10 @@ def pytest_configure(config: pytest.Config) -> None:
     }
     try:
         harness_config = make_config(options, Path(str(config.rootpath)))
-        from harness.session import assign_worker_cores, check_backend_available
+        from harness.session import assign_worker_cores, check_backend_available, limit_worker_threads
 
         assign_worker_cores(harness_config, os.environ.get("PYTEST_XDIST_WORKER", "master"))
+        limit_worker_threads()
         check_backend_available(harness_config)
     except (ValueError, OSError, BackendError) as exc:
         raise pytest.UsageError(f"carbon-harness: {exc}") from None

@@ -127,6 +127,34 @@ def assign_worker_cores(config: HarnessConfig, worker_id: str) -> str | None:
     return cores
 
 
+def worker_cpu_threads(cpus: int, workers: int) -> int:
+    """CPU threads per pytest-xdist worker: the machine's CPUs shared out, at least one each."""
+    if cpus < 1 or workers < 1:
+        raise ValueError(f"cpus={cpus} and workers={workers} must be at least 1")
+    return max(1, cpus // workers)
+
+
+def limit_worker_threads(environ: dict[str, str] | None = None) -> int | None:
+    """In a pytest-xdist worker, cap torch's intra-op threads (and OMP_NUM_THREADS, for what the
+    worker starts) at this worker's share of the CPUs; returns the cap (None outside xdist, or where
+    the user set OMP_NUM_THREADS).
+
+    Why: each worker's torch otherwise starts one OpenMP thread per CPU, so ``-n 2`` on 2 CPUs runs 4
+    spinning threads on 2 cores, and a step that takes 24 ms alone took 0.3-0.8 s whenever the other
+    worker was busy (measured here): every CPU figure of the run is then noise."""
+    env = os.environ if environ is None else environ
+    workers = env.get("PYTEST_XDIST_WORKER_COUNT")
+    if not env.get("PYTEST_XDIST_WORKER") or not workers or env.get("OMP_NUM_THREADS"):
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = worker_cpu_threads(cpus, int(workers))
+    env["OMP_NUM_THREADS"] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+    return threads
+
+
 def check_backend_available(config: HarnessConfig) -> None:
     """Fail the session at start, once, when the backend cannot run on this machine. For NxDI's CPU
     mode this imports NxDI (stubbing only the Neuron-only packages), so an API break of a candidate
@@ -434,6 +462,7 @@ def run_manifest(session: Session) -> dict[str, Any]:
         "hardware": session.hardware.to_dict(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "torch_threads": torch_threads(),
         "runs": cfg.runs,
         "warmup": cfg.warmup,
         "threshold_files": cfg.threshold_files,
@@ -448,6 +477,12 @@ def run_manifest(session: Session) -> dict[str, Any]:
         "serve": cfg.serve,
         "argv": sys.argv,
     }
+
+
+def torch_threads() -> int | None:
+    """torch's intra-op threads in this process (None if torch is not loaded)."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
 
 
 def nxdi_manifest() -> dict[str, Any] | None:

@@ -340,6 +340,57 @@ def speculative_figures(results: Sequence[SpeculativeResult], target_e2e_ms: Seq
     }
 
 
+@dataclass(frozen=True)
+class EndsComparison:
+    """The target alone and with two drafts, timed in the same interleaved rounds (fastest round
+    each): the speedups of a high-acceptance and a low-acceptance draft, and their ratio.
+
+    Why not the ratio of two per-draft benchmarks: those are medians taken minutes apart, and on a
+    shared 2-core box one of them caught a busy neighbour and the ratio of a 2x gap came out 0.75.
+    Here the three contenders take turns, round by round, and interference only ever adds time."""
+
+    clock: str  # "process_cpu" on a CPU device (time spent descheduled does not count), else "wall"
+    rounds: int
+    alone_s: float
+    high_s: float
+    low_s: float
+    high: SpeculativeResult
+    low: SpeculativeResult
+    alone_tokens: torch.Tensor
+
+    @property
+    def lossless(self) -> bool:
+        """Both drafts' outputs are the target alone's, token for token."""
+        return self.high.tokens.equal(self.alone_tokens) and self.low.tokens.equal(self.alone_tokens)
+
+    def figures(self, high_label: str, low_label: str) -> dict[str, float]:
+        return {"spec_speedup_gain": self.low_s / self.high_s,
+                f"spec_speedup_{high_label}": self.alone_s / self.high_s,
+                f"spec_speedup_{low_label}": self.alone_s / self.low_s,
+                f"spec_acceptance_rate_{high_label}": self.high.acceptance_rate,
+                f"spec_acceptance_rate_{low_label}": self.low.acceptance_rate}
+
+
+def compare_ends(target: Engine, high: Engine, low: Engine, batch: Batch, max_new_tokens: int,
+                 speculation_length: int = DEFAULT_SPECULATION_LENGTH, rounds: int = 5) -> EndsComparison:
+    """``EndsComparison`` of ``high`` and ``low`` as drafts of ``target`` (check ``lossless``: the
+    speedups mean something only if both outputs are the target's)."""
+    import time
+
+    from harness.speedup import fastest_interleaved
+
+    on_cpu = getattr(target, "device", None) == torch.device("cpu")
+    clock, clock_name = (time.process_time, "process_cpu") if on_cpu else (time.perf_counter, "wall")
+    k = check_speculation_length(speculation_length)
+    best = fastest_interleaved({
+        "alone": lambda: target.generate(batch, max_new_tokens),
+        "high": lambda: speculative_generate(target, high, batch, max_new_tokens, k),
+        "low": lambda: speculative_generate(target, low, batch, max_new_tokens, k),
+    }, rounds=rounds, clock=clock)
+    return EndsComparison(clock_name, rounds, best["alone"].seconds, best["high"].seconds, best["low"].seconds,
+                          best["high"].result, best["low"].result, best["alone"].result.tokens)
+
+
 def loop_unavailable_reason(backend: str, neuron_cpu: bool = False) -> str | None:
     """Why the harness's own speculative loop cannot run on ``backend`` (None on hf), and where
     that backend's speculation is covered instead: the reason a test skips with."""

@@ -14,7 +14,7 @@ failing on them, so the suite's own tests (plumbing, save/compare) never fail on
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,33 @@ def cpu_speedup(reference: Callable[[], Any], candidate: Callable[[], Any], roun
     if cand_best <= 0:
         raise ValueError("the candidate took no measurable CPU time: give it more work")
     return Speedup(ref_best / cand_best, ref_best, cand_best, ref_out, cand_out)
+
+
+@dataclass(frozen=True)
+class Fastest:
+    seconds: float  # the fastest timed round
+    rounds: tuple[float, ...]  # every timed round, in order
+    result: Any  # the last call's result
+
+
+def fastest_interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, warmup: int = 1,
+                        clock: Callable[[], float] = time.process_time) -> dict[str, Fastest]:
+    """Every call once per round, the order rotated round by round (none always runs first, or right
+    after the same neighbour), and each call's fastest timed round: the same rule as ``cpu_speedup``
+    for more than two contenders. ``warmup`` rounds run first, untimed."""
+    if rounds < 1 or warmup < 0 or not calls:
+        raise ValueError(f"rounds={rounds} must be at least 1, warmup={warmup} at least 0, and calls non-empty")
+    names = list(calls)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    results: dict[str, Any] = {}
+    for r in range(warmup + rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = clock()
+            results[name] = calls[name]()
+            if r >= warmup:
+                times[name].append(clock() - start)
+    return {name: Fastest(min(times[name]), tuple(times[name]), results[name]) for name in names}
 
 
 def speed_gates_apply(markexpr: str) -> bool:

@@ -105,8 +105,11 @@ def import_results(payload: str) -> list[WorkerBenchmark]:
 
 
 def worker_manifest(session: Any) -> str:
-    """What differs between workers: their NeuronCores and the engines they built."""
+    """What differs between workers: their NeuronCores, their CPU threads and the engines they built."""
+    from harness.session import torch_threads
+
     return json.dumps({"neuron_rt_visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
+                       "torch_threads": torch_threads(),
                        "engines": session.load_log if session is not None else []})
 
 

@@ -75,7 +75,7 @@ class HFEngine(Engine):
         load_s = time.perf_counter() - start
         self.info = EngineInfo("hf", model_name, str(checkpoint), shape.name, str(self.device), dtype, load_s,
                                extra={"attn_implementation": getattr(self.model.config, "_attn_implementation", None),
-                                      "shared_weights": shared})
+                                      "shared_weights": shared, "torch_threads": torch.get_num_threads()})
         self.reset()
 
     # -- helpers ----------------------------------------------------------------------------

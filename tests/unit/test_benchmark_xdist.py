@@ -5,6 +5,7 @@ passing benchmark test with no result fails the session, named."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from pytest_benchmark.logger import Logger
 from pytest_benchmark.utils import safe_dumps
 
+from harness.session import worker_cpu_threads
 from harness.xdist_merge import BenchmarkLedger, import_results
 from tests.unit.conftest import child_env, run_pytest
 
@@ -99,7 +101,12 @@ def test_pytest_n_measures_merges_saves_and_compares(tmp_path, carbon_cache_dir)
         stats = bench["stats"]
         assert stats["rounds"] == len(stats["data"]) == 3 and stats["median"] == statistics.median(stats["data"])
         assert bench["extra_info"]["implementation"] == "builtin sum" and bench["group"] == "sum"
-    assert set(data["machine_info"]["carbon_harness"]["xdist_workers"]) == {"gw0", "gw1"}
+    workers = data["machine_info"]["carbon_harness"]["xdist_workers"]
+    assert set(workers) == {"gw0", "gw1"}
+    # each worker's torch runs on its share of the CPUs (or what OMP_NUM_THREADS says), not on all of them
+    omp = child_env().get("OMP_NUM_THREADS")
+    share = int(omp) if omp else worker_cpu_threads(len(os.sched_getaffinity(0)), 2)
+    assert {w: info["torch_threads"] for w, info in workers.items()} == {"gw0": share, "gw1": share}
     assert "Name (time in" in r.stdout  # pytest-benchmark's own table, on the merged results
     saved = list((tmp_path / "bench").rglob("*_xd.json"))
     assert len(saved) == 1

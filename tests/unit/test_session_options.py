@@ -9,7 +9,7 @@ import re
 import pytest
 
 from harness.options import parse_positive_float, parse_runs, parse_warmup
-from harness.session import make_config
+from harness.session import limit_worker_threads, make_config, worker_cpu_threads
 from tests.unit.conftest import REPO, run_pytest
 
 pytestmark = pytest.mark.unit
@@ -84,3 +84,24 @@ def test_a_figure_gated_only_on_other_hardware_is_reported(gated_run):
     cte = next(b for b in data["benchmarks"] if b["name"] == "test_cte[carbon-tiny-smoke]")
     assert cte["extra_info"]["ungated"] == {"cte_ms_p50": ["trn2.3xlarge"]} and cte["extra_info"]["gate"] == (
         "no threshold")
+
+
+@pytest.mark.parametrize("cpus, workers, threads", [(2, 2, 1), (16, 2, 8), (16, 3, 5), (2, 4, 1), (1, 1, 1)])
+def test_xdist_workers_share_the_cpus(cpus, workers, threads):
+    assert worker_cpu_threads(cpus, workers) == threads
+
+
+@pytest.mark.parametrize("cpus, workers", [(0, 2), (2, 0)])
+def test_a_cpu_share_of_nothing_is_refused(cpus, workers):
+    with pytest.raises(ValueError, match=f"cpus={cpus} and workers={workers}"):
+        worker_cpu_threads(cpus, workers)
+
+
+@pytest.mark.parametrize("environ", [{}, {"PYTEST_XDIST_WORKER_COUNT": "2"},
+                                     {"PYTEST_XDIST_WORKER": "gw0", "PYTEST_XDIST_WORKER_COUNT": "2",
+                                      "OMP_NUM_THREADS": "3"}],
+                         ids=["not-xdist", "controller", "user-set-omp"])
+def test_threads_are_left_alone_outside_a_worker_or_when_the_user_set_them(environ):
+    before = dict(environ)
+    assert limit_worker_threads(environ) is None
+    assert environ == before

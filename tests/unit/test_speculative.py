@@ -22,6 +22,7 @@ from harness.backends.neuron_speculation import (
     nxdi_speculation_length,
 )
 from harness.speculative import (
+    EndsComparison,
     SpeculativeError,
     SpeculativeResult,
     accepted_prefix,
@@ -99,6 +100,21 @@ def test_result_rates_and_combining():
     assert both.acceptance_rate == 4 / 10 and both.tokens_per_step == 8 / 4
     with pytest.raises(ValueError, match="different lengths"):
         combine_results([a, result([[1, 2]], [1], [1], [2], 1.0)])
+
+
+def test_ends_figures_are_speedups_over_the_same_rounds_target_alone():
+    high = result([[1, 2, 3, 4, 5, 6]], [4, 1], [4, 1], [5, 1], 10.0)
+    low = result([[1, 2, 3, 4, 5, 6]], [4, 1], [0, 0], [1, 1], 30.0)
+    ends = EndsComparison("process_cpu", 5, alone_s=0.018, high_s=0.024, low_s=0.048, high=high, low=low,
+                          alone_tokens=torch.tensor([[1, 2, 3, 4, 5, 6]]))
+    figures = ends.figures("self", "carbon-tiny-draft")
+    assert figures["spec_speedup_self"] == pytest.approx(0.75)
+    assert figures["spec_speedup_carbon-tiny-draft"] == pytest.approx(0.375)
+    assert figures["spec_speedup_gain"] == pytest.approx(2.0) == figures["spec_speedup_self"] / figures[
+        "spec_speedup_carbon-tiny-draft"]
+    assert (figures["spec_acceptance_rate_self"], figures["spec_acceptance_rate_carbon-tiny-draft"]) == (1.0, 0.0)
+    assert ends.lossless
+    assert not EndsComparison("wall", 5, 1.0, 1.0, 1.0, high, low, torch.tensor([[1, 2, 3, 4, 5, 7]])).lossless
 
 
 # -- planning ---------------------------------------------------------------------------------

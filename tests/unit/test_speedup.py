@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.speedup import cpu_speedup, speed_gates_apply
+from harness.speedup import cpu_speedup, fastest_interleaved, speed_gates_apply
 
 pytestmark = pytest.mark.unit
 
@@ -34,3 +34,28 @@ def test_cpu_speedup_keeps_each_sides_fastest_round_and_results():
 def test_cpu_speedup_rejects_no_rounds():
     with pytest.raises(ValueError, match="rounds=0 and candidate_per_round=3 must be at least 1"):
         cpu_speedup(lambda: None, lambda: None, rounds=0)
+
+
+def test_fastest_interleaved_rotates_the_order_and_keeps_each_calls_fastest_timed_round():
+    """A clock that each call advances by a known cost: the slow first (warm-up) round is untimed,
+    each round starts with the next contender, and a call's fastest round is its figure."""
+    now, order = [0.0], []
+    costs = {"a": iter([9.0, 3.0, 2.0, 4.0]), "b": iter([9.0, 5.0, 6.0, 1.0]), "c": iter([9.0, 7.0, 7.0, 7.0])}
+
+    def call(name):
+        def run():
+            order.append(name)
+            now[0] += next(costs[name])
+            return name.upper()
+        return run
+
+    best = fastest_interleaved({n: call(n) for n in "abc"}, rounds=3, warmup=1, clock=lambda: now[0])
+    assert order == list("abc" "bca" "cab" "abc")
+    assert {n: (f.seconds, f.rounds, f.result) for n, f in best.items()} == {
+        "a": (2.0, (3.0, 2.0, 4.0), "A"), "b": (1.0, (5.0, 6.0, 1.0), "B"), "c": (7.0, (7.0, 7.0, 7.0), "C")}
+
+
+@pytest.mark.parametrize("rounds, warmup, calls", [(0, 1, {"a": int}), (1, -1, {"a": int}), (1, 0, {})])
+def test_fastest_interleaved_rejects_no_rounds_or_no_calls(rounds, warmup, calls):
+    with pytest.raises(ValueError, match=f"rounds={rounds} must be at least 1, warmup={warmup}"):
+        fastest_interleaved(calls, rounds=rounds, warmup=warmup)
