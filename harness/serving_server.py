@@ -270,9 +270,15 @@ def start_vllm(checkpoint: Path, cache_dir: Path, log_path: Path, served_model: 
 
 
 def run_agreement(python: str, endpoint, tokenizer_dir: Path, out_dir: Path, num_prompts: int, input_len: int,
-                  output_len: int, max_concurrency: int, rounds: int = 3, timeout_s: float = 900.0) -> list[dict]:
-    """Alternating rounds of ``vllm bench serve`` and the harness's load generator on ``endpoint``
-    (``harness.vllm_agreement``, run in vLLM's Python with this harness importable)."""
+                  output_len: int, max_concurrency: int, rounds: int = 3, max_rounds: int | None = None,
+                  burst_fraction: float = 0.1, timeout_s: float = 900.0) -> list[dict]:
+    """Rounds of ``vllm bench serve`` and the harness's load generator side by side on ``endpoint``
+    (``harness.vllm_agreement``, run in vLLM's Python with this harness importable), until ``rounds``
+    were read smoothly by both or ``max_rounds`` ran."""
+    from harness.vllm_agreement import check_rounds
+
+    max_rounds = rounds if max_rounds is None else max_rounds
+    check_rounds(rounds, max_rounds, burst_fraction)
     out_dir.mkdir(parents=True, exist_ok=True)
     result, log = out_dir / "agreement.json", out_dir / "agreement.log"
     root = str(Path(__file__).resolve().parent.parent)
@@ -282,7 +288,8 @@ def run_agreement(python: str, endpoint, tokenizer_dir: Path, out_dir: Path, num
         env["OPENAI_API_KEY"] = endpoint.api_key
     cmd = [python, "-m", "harness.vllm_agreement", "--url", endpoint.url, "--model", endpoint.model, "--tokenizer",
            str(tokenizer_dir), "--num-prompts", str(num_prompts), "--input-len", str(input_len), "--output-len",
-           str(output_len), "--max-concurrency", str(max_concurrency), "--rounds", str(rounds), "--out", str(result)]
+           str(output_len), "--max-concurrency", str(max_concurrency), "--rounds", str(rounds), "--max-rounds",
+           str(max_rounds), "--burst-fraction", str(burst_fraction), "--out", str(result)]
     with open(log, "wb") as f:
         proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
                               timeout=timeout_s)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from harness.loadgen import LoadSpec, arrival_offsets, get_workload, parse_sweep
 from harness.serving import SERVING_FIGURES, RequestResult, meets_slos, parse_slos, serving_metrics
 from harness.tokenizer import VOCAB_SIZE, CarbonTokenizer
+from harness.vllm_agreement import check_rounds, read_in_bursts
 
 pytestmark = pytest.mark.unit
 
@@ -142,3 +144,29 @@ def test_every_serving_workload_is_a_known_threshold_shape():
     from harness.loadgen import WORKLOADS
 
     assert {f"serving-{w}" for w in WORKLOADS} <= set(EXTRA_SHAPE_LABELS)
+
+
+# Rounds of the side-by-side comparison with `vllm bench serve` on this 2-core box (64 tokens each):
+# a smooth one, one where every token of a request arrived at once, and one where one client
+# read part of its streams in bursts.
+SMOOTH = {"median_ttft_ms": 28.3, "median_itl_ms": 4.599, "median_e2el_ms": 335.9}
+ALL_AT_ONCE = {"median_ttft_ms": 931.3, "median_itl_ms": 0.0028, "median_e2el_ms": 931.5}
+PARTLY = {"median_ttft_ms": 136.3, "median_itl_ms": 1.586, "median_e2el_ms": 318.7}
+
+
+@pytest.mark.parametrize("figures, bursts", [(SMOOTH, False), (ALL_AT_ONCE, True), (PARTLY, False),
+                                             ({"median_itl_ms": None, "median_e2el_ms": 300.0}, False)],
+                         ids=["smooth", "all-at-once", "partly", "no-itl"])
+def test_a_client_that_read_its_streams_in_bursts_is_recognised(figures, bursts):
+    assert read_in_bursts(figures, 64, 0.1) is bursts
+
+
+@pytest.mark.parametrize("rounds, max_rounds, fraction, message", [
+    (0, 8, 0.1, "rounds=0, max_rounds=8: need 1 <= rounds <= max_rounds"),
+    (3, 2, 0.1, "rounds=3, max_rounds=2"),
+    (3, 8, 1.5, "burst_fraction=1.5 must be between 0 and 1"),
+    (3, 8, 0.0, "burst_fraction=0.0 must be between 0 and 1"),
+])
+def test_agreement_rounds_are_checked(rounds, max_rounds, fraction, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_rounds(rounds, max_rounds, fraction)
