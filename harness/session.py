@@ -140,8 +140,8 @@ def limit_worker_threads(environ: dict[str, str] | None = None) -> int | None:
     the user set OMP_NUM_THREADS).
 
     Why: each worker's torch otherwise starts one OpenMP thread per CPU, so ``-n 2`` on 2 CPUs runs 4
-    spinning threads on 2 cores, and a step that takes 24 ms alone took 0.3-0.8 s whenever the other
-    worker was busy (measured here): every CPU figure of the run is then noise."""
+    spinning threads on 2 cores: the smoke CTE ranged from 13 to 244 ms (3.2-3.4 ms with one thread
+    each), and a 24 ms speculative run took 0.3-0.8 s next to a busy neighbour."""
     env = os.environ if environ is None else environ
     workers = env.get("PYTEST_XDIST_WORKER_COUNT")
     if not env.get("PYTEST_XDIST_WORKER") or not workers or env.get("OMP_NUM_THREADS"):
