@@ -94,8 +94,9 @@ def run_vllm_bench_once(args: list[str], result_dir: str, started: Any = None, r
     return json.loads((Path(result_dir) / "vllm-bench.json").read_text())
 
 
-def _figures_while_alive(queue: Any, bench: Any, round_: int, timeout_s: float = 600.0) -> dict[str, Any]:
-    """The harness client's figures, failing at once (not after the timeout) if vLLM's client died."""
+def _figures_while_alive(queue: Any, clients: dict[str, Any], round_: int, timeout_s: float = 600.0) -> dict[str, Any]:
+    """The harness client's figures, failing at once (not after the timeout) if either client's
+    process died (the other would wait for it up to 600 s)."""
     import queue as queues
     import time
 
@@ -104,8 +105,10 @@ def _figures_while_alive(queue: Any, bench: Any, round_: int, timeout_s: float =
         try:
             return queue.get(timeout=1.0)
         except queues.Empty:
-            if bench.exitcode not in (None, 0):
-                raise RuntimeError(f"vllm bench serve exited with {bench.exitcode} in round {round_}") from None
+            for name, proc in clients.items():
+                if proc.exitcode not in (None, 0):  # exit 0: the harness's client put its figures first
+                    raise RuntimeError(f"{name} exited with {proc.exitcode} in round {round_} before the harness's "
+                                       "figures arrived") from None
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the harness's client sent no figures within {timeout_s:.0f} s in round {round_}")
 
@@ -187,7 +190,7 @@ def compare(url: str, model: str, tokenizer: str, num_prompts: int, input_len: i
                 started, ready))
             bench.start()
             try:
-                ours = _figures_while_alive(queue, bench, r)
+                ours = _figures_while_alive(queue, {"vllm bench serve": bench, "the harness's client": child}, r)
                 bench.join(timeout=600)
                 if bench.exitcode != 0:
                     raise RuntimeError(f"vllm bench serve exited with {bench.exitcode} in round {r}")
