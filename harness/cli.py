@@ -12,27 +12,31 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.options import parse_nonempty_path, parse_nonneg_int, parse_positive_float, parse_positive_int
-from harness.spec import MODELS, SpecError, get_model
-
-
-def parse_model(value: str) -> str:
-    try:
-        return get_model(value).name
-    except SpecError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+from harness.core.options import (
+    parse_acceptance,
+    parse_confidence,
+    parse_hardware,
+    parse_model,
+    parse_nonempty_path,
+    parse_nonneg_int,
+    parse_positive_float,
+    parse_positive_int,
+    parse_shape,
+    parse_tolerance,
+)
+from harness.core.spec import MODELS, get_model
 
 
 def model_with_rope_scaling(model: str, rope_scaling: str | None):
     """The model's spec, extended by ``--rope-scaling`` when given (a bad value raises SpecError)."""
-    from harness.spec import parse_rope_scaling
+    from harness.core.spec import parse_rope_scaling
 
     spec = get_model(model)
     return spec.with_rope_scaling(parse_rope_scaling(rope_scaling, spec)) if rope_scaling else spec
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
-    from harness.checkpoint import write_checkpoint
+    from harness.carbon.checkpoint import write_checkpoint
 
     seed = get_model(args.model).seed if args.seed is None else args.seed  # the cache's seed by default
     write_checkpoint(model_with_rope_scaling(args.model, args.rope_scaling), args.out, seed=seed,
@@ -43,10 +47,10 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 def cmd_golden(args: argparse.Namespace) -> int:
     from harness.backends.hf import HFEngine
-    from harness.checkpoint import cached_checkpoint, verify_checkpoint
-    from harness.golden import GOLDEN_TOKENS, write_golden
-    from harness.spec import RunShape
-    from harness.tokenizer import CarbonTokenizer
+    from harness.carbon.checkpoint import cached_checkpoint, verify_checkpoint
+    from harness.carbon.tokenizer import CarbonTokenizer
+    from harness.core.spec import RunShape
+    from harness.workloads.golden import GOLDEN_TOKENS, write_golden
 
     checkpoint = cached_checkpoint(args.model, Path(args.cache_dir).expanduser(), seed=args.seed)
     if not verify_checkpoint(checkpoint):  # goldens only from weights whose every byte was checked
@@ -59,51 +63,14 @@ def cmd_golden(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_shape(value: str) -> str:
-    from harness.spec import get_shape
-
-    try:
-        return get_shape(value).name
-    except SpecError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def parse_hardware(value: str) -> str:
-    from harness.hardware import HardwareError, get_profile
-
-    try:
-        return get_profile(value).name
-    except HardwareError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def parse_tolerance(value: str) -> float:
-    from harness.report import parse_percent
-
-    try:
-        return parse_percent(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def parse_acceptance(value: str) -> float:
-    try:
-        a = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0.0 <= a <= 1.0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be in [0, 1] (the fraction of draft tokens accepted)")
-    return a
-
-
 def emit(data: dict, as_json: bool, text: str) -> None:
     print(json.dumps(data, indent=2, default=str) if as_json else text)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from harness.hardware import get_profile
-    from harness.plan import make_plan
-    from harness.spec import get_shape
+    from harness.core.hardware import get_profile
+    from harness.core.plan import make_plan
+    from harness.core.spec import get_shape
 
     plan = make_plan(model_with_rope_scaling(args.model, args.rope_scaling), get_shape(args.shape),
                      get_profile(args.hardware), tp_degree=args.tp, dtype=args.dtype)
@@ -127,7 +94,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if plan.logits_bytes_per_rank:
         lines.append(f"  scoring logits at every position: {plan.logits_bytes_per_rank / gib:.3f} GiB per rank")
     if args.draft:
-        from harness.speculative_plan import plan_speculation
+        from harness.analysis.speculation_plan import plan_speculation
 
         sp = plan_speculation(args.model, args.draft, args.shape, get_profile(args.hardware), args.acceptance,
                               args.speculation_length, tp_degree=args.tp, dtype=args.dtype)
@@ -154,10 +121,10 @@ def reference_speedup_lines(args: argparse.Namespace, sp, data: dict) -> list[st
     """The same prediction at the reference runs' measured TKG p50 of both models (fixtures/thresholds
     baselines for this hardware and shape), where both are known; the verification is taken as one
     target step (memory-bound)."""
-    from harness.gates import load_thresholds
-    from harness.session import default_threshold_paths
-    from harness.speculative import predicted_speedup
-    from harness.speculative_plan import break_even_acceptance, reference_step_ms
+    from harness.analysis.gates import load_thresholds
+    from harness.analysis.speculation_plan import break_even_acceptance, reference_step_ms
+    from harness.core.paths import default_threshold_paths
+    from harness.core.speculation import predicted_speedup
 
     thresholds = load_thresholds(default_threshold_paths(Path.cwd()))
     target_ms = reference_step_ms(thresholds, args.hardware, sp.target, args.shape)
@@ -174,8 +141,8 @@ def reference_speedup_lines(args: argparse.Namespace, sp, data: dict) -> list[st
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    from harness.cost import cost
-    from harness.hardware import get_profile
+    from harness.core.cost import cost
+    from harness.core.hardware import get_profile
 
     profile = get_profile(args.hardware)
     price = args.price_per_hour or profile.price_per_hour
@@ -200,8 +167,9 @@ def _refuse_overwrite(inputs: Sequence[Path], outputs: dict[str, Path | None]) -
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import load_results, markdown, plot
-    from harness.storage import atomic_write_json, atomic_write_text
+    from harness.analysis.report import markdown, plot
+    from harness.analysis.results import load_results
+    from harness.core.storage import atomic_write_json, atomic_write_text
 
     _refuse_overwrite([args.results], {"--markdown": args.markdown, "--plot": args.plot,
                                        "--nxdi-report": args.nxdi_report})
@@ -213,7 +181,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.plot:
         plot(results, args.plot)
     if args.nxdi_report:
-        from harness.nxdi_report import to_nxdi
+        from harness.analysis.results import to_nxdi
 
         atomic_write_json(args.nxdi_report, to_nxdi(results, args.nxdi_select))
         print(f"NxDI benchmark report: {args.nxdi_report}")
@@ -223,9 +191,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _load_side(path: Path, other: Path, select: str | None):
     """Results of one side of a comparison; a harness run compared with an NxDI report is turned
     into NxDI's form first (the one benchmark --nxdi-select names), so the same fields line up."""
-    from harness.nxdi_report import from_nxdi, is_nxdi_report, to_nxdi
-    from harness.report import ReportError, load_results
-    from harness.storage import load_json
+    from harness.analysis.results import ReportError, from_nxdi, is_nxdi_report, load_results, to_nxdi
+    from harness.core.storage import load_json
 
     results, _ = load_results(path)
     if is_nxdi_report(load_json(other, ReportError, "benchmark JSON")) and not is_nxdi_report(
@@ -235,7 +202,7 @@ def _load_side(path: Path, other: Path, select: str | None):
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.report import Tolerances, compare, load_tolerances
+    from harness.analysis.compare import Tolerances, compare, load_tolerances
 
     base = _load_side(args.base, args.new, args.nxdi_select)
     new = _load_side(args.new, args.base, args.nxdi_select)
@@ -250,16 +217,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for problem in result.failures:
         print(f"FAILED {problem}", file=sys.stderr)
     return 1 if result.failed else 0
-
-
-def parse_confidence(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number such as 0.95") from None
-    if not 0.5 <= x < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 0.5 and below 1, such as 0.95")
-    return x
 
 
 def build_parser() -> argparse.ArgumentParser:

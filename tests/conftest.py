@@ -1,24 +1,32 @@
-"""Fixtures shared by the test suites (the plugin's own fixtures live in harness/fixtures.py)."""
+"""Fixtures shared by the test suites (the plugin's own fixtures live in harness/plugin/fixtures.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from harness.backends.hf import HFEngine
-from harness.spec import RunShape
+from harness.carbon.variants import FIXTURE_DIR, read_fasta, read_variants
+from harness.core.spec import RunShape
 
 
 @pytest.fixture(scope="session")
-def tiny_hf_engine(carbon_tiny_checkpoint):
-    """CPU transformers engines on the embedded default, one per (shape, dtype), built on first use
-    and closed at the end of the session."""
-    engines: dict[tuple[RunShape, str], HFEngine] = {}
+def tiny_hf_engine(carbon_tiny_checkpoint, carbon_engine_pool):
+    """CPU transformers engines on the embedded default, one per (shape, dtype), built on first use."""
 
     def get(shape: RunShape, dtype: str = "fp32") -> HFEngine:
-        if (shape, dtype) not in engines:
-            engines[shape, dtype] = HFEngine(carbon_tiny_checkpoint, shape, "carbon-tiny", device="cpu", dtype=dtype)
-        return engines[shape, dtype]
+        return carbon_engine_pool.get(("tiny-hf", shape, dtype), lambda: HFEngine(
+            carbon_tiny_checkpoint, shape, "carbon-tiny", device="cpu", dtype=dtype))
 
-    yield get
-    for engine in engines.values():
-        engine.close()
+    return get
+
+
+@pytest.fixture(scope="session")
+def scoring_window():
+    """The scoring window shipped in fixtures/scoring/window.fa (the VEP, sweep and scan input)."""
+    return read_fasta(FIXTURE_DIR / "window.fa")
+
+
+@pytest.fixture(scope="session")
+def scoring_variants():
+    """The variants shipped in fixtures/scoring/variants.tsv, for the scoring window."""
+    return read_variants(FIXTURE_DIR / "variants.tsv")

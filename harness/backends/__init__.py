@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import BackendError, Engine
-from harness.spec import RunShape
+from harness.backends.base import Engine
+from harness.core.errors import BackendError
+from harness.core.spec import RunShape
 
 BACKENDS = ("hf", "neuron", "openai")
 
@@ -26,7 +27,7 @@ def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str
             raise BackendError(f"variants {list(variants)} are NxDI compile options: use them with --carbon-backend neuron")
         return HFEngine(checkpoint, shape, model_name, device=device, dtype=dtype)
     if backend == "neuron":
-        from harness.backends.neuron import NeuronEngine
+        from harness.backends.neuron.engine import NeuronEngine
 
         return NeuronEngine(checkpoint, shape, model_name, cache_dir=cache_dir, variants=variants, hardware=hardware,
                             cpu=neuron_cpu, nxdi_source=nxdi_source)

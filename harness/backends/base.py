@@ -15,15 +15,12 @@ from typing import Any
 
 import torch
 
-from harness.measure import throughput
-from harness.spec import RunShape
-from harness.tokenizer import PAD_TOKEN_ID, CarbonTokenizer
+from harness.carbon.tokenizer import CarbonTokenizer
+from harness.core.measure import throughput
+from harness.core.spec import RunShape
+from harness.core.vocab import PAD_TOKEN_ID
 
 Selector = Callable[[torch.Tensor], torch.Tensor]  # logits [B, V] -> next token ids [B]
-
-
-class BackendError(RuntimeError):
-    """A backend cannot run here; the message says what to provide."""
 
 
 @dataclass(frozen=True)
@@ -64,14 +61,10 @@ class Batch:
         return cls(ids, mask)
 
 
-@dataclass
-class GenerationResult:
-    """Tokens and timings of one greedy generation of a batch."""
+class GeneratedTokens:
+    """What every generation result derives from its generated ids (``tokens``, [B, new])."""
 
-    tokens: torch.Tensor  # [B, new] generated ids (the prompt not included)
-    cte_ms: float
-    tkg_ms: list[float] = field(default_factory=list)
-    e2e_ms: float = 0.0
+    tokens: torch.Tensor
 
     @property
     def batch_size(self) -> int:
@@ -80,6 +73,16 @@ class GenerationResult:
     @property
     def new_tokens(self) -> int:
         return int(self.tokens.shape[1])
+
+
+@dataclass
+class GenerationResult(GeneratedTokens):
+    """Tokens and timings of one greedy generation of a batch."""
+
+    tokens: torch.Tensor  # [B, new] generated ids (the prompt not included)
+    cte_ms: float
+    tkg_ms: list[float] = field(default_factory=list)
+    e2e_ms: float = 0.0
 
     @property
     def tokens_per_s(self) -> float:

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import torch
 
-from harness.backends.base import BackendError, Batch, Engine, EngineInfo, GenerationResult, Selector
-from harness.measure import Timer
-from harness.spec import RunShape
+from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector
+from harness.core.errors import BackendError
+from harness.core.measure import Timer
+from harness.core.spec import RunShape
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -24,6 +25,14 @@ def parse_dtype(name: str) -> torch.dtype:
     if name not in DTYPES:
         raise BackendError(f"dtype {name!r} is not supported; expected one of {', '.join(DTYPES)}")
     return DTYPES[name]
+
+
+def cuda_device_name() -> str | None:
+    """The first CUDA device's name (None without one), for hardware-profile detection."""
+    try:
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except Exception:  # detection must never break a session
+        return None
 
 
 def resolve_device(device: str) -> torch.device:

@@ -8,13 +8,13 @@ import json
 import pytest
 import torch
 
-from harness.accuracy import check_accuracy, compare_logits
 from harness.backends.base import Batch
 from harness.backends.hf import HFEngine
-from harness.dna import prompt_suite
-from harness.golden import GOLDEN_TOKENS, REGENERATE, compare_golden
-from harness.hardware import FIXTURES_DIR
-from harness.spec import RunShape, SpecError, get_shape
+from harness.carbon.dna import prompt_suite
+from harness.core.paths import FIXTURES_DIR
+from harness.core.spec import RunShape, SpecError, get_shape
+from harness.workloads.accuracy import check_accuracy, compare_logits
+from harness.workloads.golden import GOLDEN_TOKENS, REGENERATE, compare_golden
 
 pytestmark = pytest.mark.compat
 

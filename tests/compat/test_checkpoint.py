@@ -11,15 +11,10 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from harness.checkpoint import (
-    CheckpointError,
-    fingerprint,
-    inspect_checkpoint,
-    write_checkpoint,
-)
-from harness.spec import MODELS, get_model
-from harness.storage import StorageError
-from harness.tokenizer import CarbonTokenizer, sha256_file
+from harness.carbon.checkpoint import CheckpointError, fingerprint, inspect_checkpoint, write_checkpoint
+from harness.carbon.tokenizer import CarbonTokenizer
+from harness.core.spec import MODELS, get_model
+from harness.core.storage import StorageError, sha256_file
 
 pytestmark = pytest.mark.compat
 
@@ -138,7 +133,7 @@ def test_unwritable_out_is_a_clear_error(tmp_path):
 
 
 def test_interrupted_write_leaves_nothing(tmp_path, monkeypatch):
-    import harness.checkpoint as ck
+    import harness.carbon.checkpoint as ck
 
     def boom(*a, **k):
         raise KeyboardInterrupt
@@ -179,7 +174,7 @@ def _corrupt_middle(path):
     (lambda d: (d / "config.json").write_text((d / "config.json").read_text()[:40]), "config.json has 40 bytes"),
 ])
 def test_a_damaged_cache_entry_is_rebuilt_saying_why(tmp_path, damage, reason):
-    from harness import checkpoint as ck
+    from harness.carbon import checkpoint as ck
 
     first = ck.cached_checkpoint("carbon-tiny", tmp_path, progress=None)
     damage(first)
@@ -204,7 +199,7 @@ def test_a_user_checkpoint_that_fails_verification_names_the_file(tmp_path):
 
 
 def test_fingerprint_of_a_checkpoint_without_manifest_sees_every_byte(tmp_path):
-    from harness.checkpoint import MANIFEST_FILE
+    from harness.carbon.checkpoint import MANIFEST_FILE
 
     out = write_checkpoint("carbon-tiny", tmp_path / "ck", progress=None)
     (out / MANIFEST_FILE).unlink()  # as a real published checkpoint: no manifest
@@ -216,19 +211,19 @@ def test_fingerprint_of_a_checkpoint_without_manifest_sees_every_byte(tmp_path):
 def test_the_cache_entry_is_tied_to_the_spec(tmp_path):
     from dataclasses import replace
 
-    from harness.checkpoint import spec_digest
+    from harness.carbon.checkpoint import spec_digest
 
     spec = get_model("carbon-tiny")
     assert spec_digest(spec, 0) != spec_digest(replace(spec, head_dim=16), 0) != spec_digest(spec, 1)
-    path = __import__("harness.checkpoint", fromlist=["x"]).cached_checkpoint("carbon-tiny", tmp_path, progress=None)
+    path = __import__("harness.carbon.checkpoint", fromlist=["x"]).cached_checkpoint("carbon-tiny", tmp_path, progress=None)
     assert path.name == f"carbon-tiny-seed0-{spec_digest(spec, 0)[:12]}"
 
 
 def test_golden_refuses_a_corrupt_cache_by_rebuilding_first(tmp_path):
     """`carbon-harness golden` on a corrupt cache rebuilds (saying why) and writes the same goldens
     as the committed ones: never goldens from damaged weights."""
-    from harness import checkpoint as ck
-    from harness.hardware import FIXTURES_DIR
+    from harness.carbon import checkpoint as ck
+    from harness.core.paths import FIXTURES_DIR
 
     entry = ck.cached_checkpoint("carbon-tiny", tmp_path / "cache", progress=None)
     _corrupt_middle(entry / "model.safetensors")
@@ -244,7 +239,7 @@ def test_golden_refuses_a_corrupt_cache_by_rebuilding_first(tmp_path):
 
 def _qwen_sized_weights(d):
     """Weights whose embedding has another vocabulary than config.json (a Qwen3 checkpoint's)."""
-    from harness.checkpoint import safetensors_header
+    from harness.carbon.checkpoint import safetensors_header
 
     (d / "model.safetensors").write_bytes(safetensors_header({"model.embed_tokens.weight": (151936, 64)}, {}))
 
@@ -291,14 +286,14 @@ def test_concurrent_writers_never_silently_race(tmp_path):
         assert rc == 0 or (rc == 2 and "another carbon-harness checkpoint is writing" in err), err
     assert any(rc == 0 for rc, _ in results)
     assert sha256_file(out / "model.safetensors") == CARBON_TINY_SEED0_SHA256
-    from harness.checkpoint import verify_checkpoint
+    from harness.carbon.checkpoint import verify_checkpoint
 
     assert verify_checkpoint(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".ck.lock", "ck"]
 
 
 def test_stale_partials_of_killed_builds_are_removed_at_the_next_build(tmp_path):
-    from harness import checkpoint as ck
+    from harness.carbon import checkpoint as ck
 
     cache = tmp_path / "cache" / "checkpoints"
     cache.mkdir(parents=True)

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.hardware import get_profile
-from harness.plan import (
-    CONVERT_TO_MHA,
-    REPLICATE,
-    PlanError,
-    attention_sharding,
-    kv_cache_bytes,
-    make_plan,
-)
-from harness.spec import MODELS, SHAPES
+from harness.core.hardware import get_profile
+from harness.core.plan import CONVERT_TO_MHA, REPLICATE, PlanError, attention_sharding, kv_cache_bytes, make_plan
+from harness.core.spec import MODELS, SHAPES
 
 pytestmark = pytest.mark.compat
 

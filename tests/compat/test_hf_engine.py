@@ -8,8 +8,8 @@ import torch
 
 from harness.backends.base import Batch
 from harness.backends.hf import HFEngine
-from harness.dna import prompt_suite
-from harness.spec import SHAPES, RunShape, SpecError
+from harness.carbon.dna import prompt_suite
+from harness.core.spec import SHAPES, RunShape, SpecError
 
 pytestmark = pytest.mark.compat
 

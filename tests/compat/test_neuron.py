@@ -21,24 +21,24 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.accuracy import check_accuracy
-from harness.backends.base import BackendError, Batch
+from harness.backends.base import Batch
 from harness.backends.hf import HFEngine
-from harness.backends.neuron import (
-    VARIANTS,
-    NeuronEngine,
-    adapter_generate_kwargs,
-    capture_neuron_logs,
+from harness.backends.neuron.artifacts import capture_neuron_logs
+from harness.backends.neuron.config import (
+    COMPILE_VARIANTS,
     flash_attention_strategy,
     inference_config_kwargs,
     neuron_config_kwargs,
 )
-from harness.checkpoint import MANIFEST_FILE
-from harness.dna import prompt_suite
-from harness.golden import GOLDEN_TOKENS
-from harness.plan import CONVERT_TO_MHA
-from harness.spec import get_shape
-from harness.tokenizer import PAD_TOKEN_ID
+from harness.backends.neuron.engine import NeuronEngine, adapter_generate_kwargs
+from harness.carbon.checkpoint import MANIFEST_FILE
+from harness.carbon.dna import prompt_suite
+from harness.core.errors import BackendError
+from harness.core.plan import CONVERT_TO_MHA
+from harness.core.spec import get_shape
+from harness.core.vocab import PAD_TOKEN_ID
+from harness.workloads.accuracy import check_accuracy
+from harness.workloads.golden import GOLDEN_TOKENS
 
 pytestmark = [pytest.mark.compat, pytest.mark.neuron]
 
@@ -165,8 +165,8 @@ def test_a_build_that_cannot_generate_fails_at_load(nxdi_cpu, carbon_tiny_checkp
     adapter.write_text(text.replace(line, ""))
     nxd = Path(nxdi_cpu.nxd_path).parent
     shutil.copytree(nxd, tmp_path / "neuronx-distributed" / "src")
-    code = ("import sys; from pathlib import Path; from harness.backends.neuron import NeuronEngine; "
-            "from harness.spec import get_shape; "
+    code = ("import sys; from pathlib import Path; from harness.backends.neuron.engine import NeuronEngine; "
+            "from harness.core.spec import get_shape; "
             f"NeuronEngine(Path({str(carbon_tiny_checkpoint)!r}), get_shape('smoke'), 'carbon-tiny', hardware='cpu', "
             f"cpu=True, nxdi_source=Path({str(tmp_path)!r}))")
     env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}  # this process holds its gloo port
@@ -178,7 +178,9 @@ def test_a_build_that_cannot_generate_fails_at_load(nxdi_cpu, carbon_tiny_checkp
 def test_kv_cache_fp8_variant_stores_the_cache_in_fp8(nxdi_cpu, carbon_tiny_checkpoint):
     """Defect 5: ``kv_cache_quant`` alone only adds a compiler flag; the cache dtype comes from
     ``kv_quant_config``. Built in NxDI's CPU mode (writing an fp8 cache needs the device)."""
-    from harness.backends.neuron import environment, nxdi_model, variant_env
+    from harness.backends.neuron.artifacts import environment
+    from harness.backends.neuron.config import variant_env
+    from harness.backends.neuron.engine import nxdi_model
 
     def cache_dtypes(kwargs: dict) -> set:
         with environment(variant_env(["kv-cache-fp8"])):
@@ -200,7 +202,7 @@ def neuron_config_attributes(kwargs: dict) -> dict:
     return {k: json.dumps(v, sort_keys=True, default=str) for k, v in to_dict(NeuronConfig(**kwargs)).items()}
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", sorted(COMPILE_VARIANTS))
 def test_every_variant_changes_what_it_names(nxdi_cpu, variant):
     """Defect 6: a variant that builds the baseline's NeuronConfig measures nothing (``topk-kernel``
     did); each one changes every attribute it declares in NxDI's real NeuronConfig (and may change
@@ -208,7 +210,7 @@ def test_every_variant_changes_what_it_names(nxdi_cpu, variant):
     base = neuron_config_attributes(neuron_config_kwargs("carbon-500m", "report-bs1"))
     changed = neuron_config_attributes(neuron_config_kwargs("carbon-500m", "report-bs1", [variant]))
     differ = {k for k in base.keys() | changed.keys() if base.get(k) != changed.get(k)}
-    assert set(VARIANTS[variant].kwargs) <= differ, differ
+    assert set(COMPILE_VARIANTS[variant].kwargs) <= differ, differ
 
 
 @pytest.mark.parametrize("q_len", [32, 160, 256, 512, 768, 1024, 1536, 2048, 4096, 8192])
@@ -282,7 +284,7 @@ def test_one_token_prompts_are_refused(nxdi_cpu_engine):
 def test_nxdi_still_reads_a_pad_slot_for_one_token_prompts(nxdi_cpu_engine, hf_reference):
     """The NxDI behaviour behind that refusal, through NxDI's own adapter. When a new NxDI release
     fixes it, this fails: then lift ``MIN_PROMPT_TOKENS`` in harness/backends/neuron.py."""
-    from harness.backends.neuron import adapter_generate_kwargs, pad_rows
+    from harness.backends.neuron.engine import adapter_generate_kwargs, pad_rows
 
     engine = nxdi_cpu_engine(SMOKE_BS3)
     batch = Batch.from_ids([[151669], [151669, 151672, 151673]])
@@ -293,7 +295,8 @@ def test_nxdi_still_reads_a_pad_slot_for_one_token_prompts(nxdi_cpu_engine, hf_r
 
 
 def test_header_and_manifest_say_what_was_stubbed(nxdi_cpu, carbon_session):
-    from harness.session import nxdi_tier_line, run_manifest
+    from harness.session.manifest import run_manifest
+    from harness.session.preflight import nxdi_tier_line
 
     line = nxdi_tier_line(carbon_session.config)
     assert f"NxDI from {nxdi_cpu.nxdi_path}" in line

@@ -6,29 +6,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.fns import score_sequence
-from harness.scoring import (
+from harness.carbon.variants import mutate, saturation_variants
+from harness.core.spec import RunShape, get_shape
+from harness.workloads.scoring import (
     ScoringError,
     check_shape_fits_checkpoint,
     scan_window,
+    score_sequence,
     score_variants,
     variant_ids,
     window_ids,
 )
-from harness.spec import RunShape, get_shape
-from harness.variants import FIXTURE_DIR, mutate, read_fasta, read_variants, saturation_variants
 
 pytestmark = pytest.mark.compat
-
-
-@pytest.fixture(scope="module")
-def window():
-    return read_fasta(FIXTURE_DIR / "window.fa")
-
-
-@pytest.fixture(scope="module")
-def variants():
-    return read_variants(FIXTURE_DIR / "variants.tsv")
 
 
 @pytest.fixture(scope="module")
@@ -37,50 +27,52 @@ def engine(tiny_hf_engine):
 
 
 @pytest.fixture(scope="module")
-def batched(engine, carbon_tokenizer, window, variants):
-    return score_variants(engine, carbon_tokenizer, window, variants)
+def batched(engine, carbon_tokenizer, scoring_window, scoring_variants):
+    return score_variants(engine, carbon_tokenizer, scoring_window, scoring_variants)
 
 
 def as_array(scoring):
     return np.array([[s.ref_log_prob, s.alt_log_prob, s.window_ll_ref, s.window_ll_alt] for s in scoring.scores])
 
 
-def test_batched_scores_equal_one_at_a_time(engine, carbon_tokenizer, window, variants, batched):
-    single = score_variants(engine, carbon_tokenizer, window, variants, batch_size=1)
-    assert len(batched.batch_ms) == 2 and len(single.batch_ms) == len(variants) + 1
-    assert [s.variant for s in batched.scores] == variants
+def test_batched_scores_equal_one_at_a_time(engine, carbon_tokenizer, scoring_window, scoring_variants, batched):
+    single = score_variants(engine, carbon_tokenizer, scoring_window, scoring_variants, batch_size=1)
+    assert len(batched.batch_ms) == 2 and len(single.batch_ms) == len(scoring_variants) + 1
+    assert [s.variant for s in batched.scores] == scoring_variants
     np.testing.assert_allclose(as_array(batched), as_array(single), rtol=1e-6, atol=1e-5)
     # scores are not all zero: the variants change the likelihoods
     assert np.abs([s.window_score for s in batched.scores]).max() > 1e-4
     assert np.abs([s.site_score for s in batched.scores]).max() > 1e-4
 
 
-def test_batch_padding_does_not_change_scores(engine, carbon_tokenizer, window, variants, batched):
+def test_batch_padding_does_not_change_scores(engine, carbon_tokenizer, scoring_window, scoring_variants, batched):
     """3 variants + the reference fill half a batch; the filler rows must not leak into the scores."""
-    part = score_variants(engine, carbon_tokenizer, window, variants[:3])
+    part = score_variants(engine, carbon_tokenizer, scoring_window, scoring_variants[:3])
     np.testing.assert_allclose(as_array(part), as_array(batched)[:3], rtol=1e-6, atol=1e-5)
 
 
-def test_window_likelihood_is_the_fns_sequence_score(engine, carbon_tokenizer, window, variants, batched):
-    """The reference row's log-likelihood is harness.fns's bp-level score of the same sequence."""
+def test_window_likelihood_is_the_fns_sequence_score(engine, carbon_tokenizer, scoring_window, scoring_variants,
+                                                     batched):
+    """The reference row's log-likelihood is harness.workloads.scoring's bp-level score (FNS marginals) of the same sequence."""
     s = batched.scores[0]
-    fns = score_sequence(engine, carbon_tokenizer, window.sequence[: window.scored_bp])
+    fns = score_sequence(engine, carbon_tokenizer, scoring_window.sequence[: scoring_window.scored_bp])
     assert s.window_ll_ref == pytest.approx(float(np.log(fns.base_probs).sum()), rel=1e-5)
-    alt = score_sequence(engine, carbon_tokenizer, mutate(window, variants[0])[: window.scored_bp])
+    alt = score_sequence(engine, carbon_tokenizer,
+                         mutate(scoring_window, scoring_variants[0])[: scoring_window.scored_bp])
     assert s.window_ll_alt == pytest.approx(float(np.log(alt.base_probs).sum()), rel=1e-5)
 
 
-def test_alt_rows_are_the_tokenizers_encoding(carbon_tokenizer, window):
-    ref = window_ids(carbon_tokenizer, window)
-    for v in saturation_variants(window, window.start, window.start + 11):
-        assert variant_ids(ref, window, v) == carbon_tokenizer.encode("<dna>" + mutate(window, v))
+def test_alt_rows_are_the_tokenizers_encoding(carbon_tokenizer, scoring_window):
+    ref = window_ids(carbon_tokenizer, scoring_window)
+    for v in saturation_variants(scoring_window, scoring_window.start, scoring_window.start + 11):
+        assert variant_ids(ref, scoring_window, v) == carbon_tokenizer.encode("<dna>" + mutate(scoring_window, v))
 
 
-def test_scan_fits_the_shape(tiny_hf_engine, carbon_tokenizer, window):
+def test_scan_fits_the_shape(tiny_hf_engine, carbon_tokenizer, scoring_window):
     engine = tiny_hf_engine(RunShape("scan-tiny", 1, 32, 32, 1))
-    result = scan_window(engine, carbon_tokenizer, window)  # 120 bp: 21 tokens
+    result = scan_window(engine, carbon_tokenizer, scoring_window)  # 120 bp: 21 tokens
     assert result.log_probs.shape == (120,) and (result.log_probs < 0).all()
-    from harness.variants import synthetic_window
+    from harness.carbon.variants import synthetic_window
 
     with pytest.raises(ScoringError, match=r"shape 'scan-tiny'.*prompt of 35 tokens exceeds .*max_context_length=32"):
         scan_window(engine, carbon_tokenizer, synthetic_window(bp=204))

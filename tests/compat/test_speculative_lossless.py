@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.backends.base import BackendError, Batch
-from harness.dna import batch_suite
-from harness.spec import RunShape
-from harness.speculative import SELF_DRAFT, assisted_generate, loop_unavailable_reason, speculative_generate
+from harness.backends.base import Batch
+from harness.carbon.dna import batch_suite
+from harness.core.errors import BackendError
+from harness.core.spec import RunShape
+from harness.core.speculation import SELF_DRAFT
+from harness.workloads.speculative import assisted_generate, loop_unavailable_reason, speculative_generate
 
 pytestmark = pytest.mark.compat
 

@@ -10,15 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from harness.tokenizer import (
-    CarbonTokenizer,
-    DnaLayout,
-    TokenizerError,
-    builtin_tokenizer_dir,
-    detect_case_policy,
-    load_remote_tokenizer,
-    sha256_file,
-)
+from harness.carbon.qwen3 import builtin_tokenizer_dir
+from harness.carbon.tokenizer import CarbonTokenizer
+from harness.carbon.tokenizer_reference import detect_case_policy, load_remote_tokenizer
+from harness.core.storage import sha256_file
+from harness.core.vocab import DnaLayout, TokenizerError
 
 pytestmark = pytest.mark.compat
 

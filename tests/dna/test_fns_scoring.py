@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from harness.dna import prompt_suite
-from harness.fns import score_sequence, score_sequences
-from harness.spec import RunShape
+from harness.carbon.dna import prompt_suite
+from harness.core.spec import RunShape
+from harness.workloads.scoring import score_sequence, score_sequences
 
 pytestmark = pytest.mark.dna
 

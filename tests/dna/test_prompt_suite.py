@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.dna import SUITE_CASES, batch_suite, prompt_suite, sequence_metrics
+from harness.carbon.dna import SUITE_CASES, batch_suite, prompt_suite, sequence_metrics
 
 pytestmark = pytest.mark.dna
 

@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.fastbpe import FastQwen3Bpe
-from harness.tokenizer import SHORT_DNA_CHARS, CarbonTokenizer, dna_ids_loop
-from harness.tokenizer_reference import PublishedReference
+from harness.carbon.dna_keys import SHORT_DNA_CHARS, dna_ids_loop
+from harness.carbon.fastbpe import FastQwen3Bpe
+from harness.carbon.tokenizer import CarbonTokenizer
+from harness.carbon.tokenizer_reference import PublishedReference
 
 pytestmark = pytest.mark.dna
 

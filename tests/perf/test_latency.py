@@ -10,10 +10,10 @@ import math
 
 import pytest
 
+from harness.analysis.figures import generation_figures, latency_figures, roofline
 from harness.backends.base import Batch
-from harness.dna import shape_prompts
-from harness.figures import generation_figures, latency_figures, roofline
-from harness.fixtures import engine_context, model_spec, round_ms, timed_results
+from harness.carbon.dna import shape_prompts
+from harness.plugin.recording import engine_context, model_spec, round_ms, timed_results
 
 pytestmark = pytest.mark.perf
 

@@ -13,22 +13,22 @@ import math
 import pytest
 
 from harness.backends.base import Batch
-from harness.fixtures import engine_context, round_ms, timed_results
-from harness.scoring import (
+from harness.carbon.variants import saturation_variants, synthetic_window
+from harness.core.spec import get_shape
+from harness.plugin.recording import engine_context, round_ms, timed_results
+from harness.workloads.scoring import (
     PER_POSITION_LOGITS_BACKENDS,
     check_shape_fits_checkpoint,
     scan_window,
     score_variants,
     scoring_figures,
 )
-from harness.spec import get_shape
-from harness.variants import FIXTURE_DIR, read_fasta, read_variants, saturation_variants, synthetic_window
 
 pytestmark = pytest.mark.perf
 
 VEP_SHAPE = "vep-bs8"
 SCAN_SHAPE = "scan-cpu"
-SWEEP_BP = 5  # saturation of the window's first 5 bp: 15 variants + the reference = 16 rows, 2 batches of 8
+SWEEP_BP = 5  # saturation of the scoring_window's first 5 bp: 15 variants + the reference = 16 rows, 2 batches of 8
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -36,16 +36,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "scan_shape" in metafunc.fixturenames:
         given = [s for s in metafunc.config.getoption("carbon_shapes") or [] if s.startswith("scan-")]
         metafunc.parametrize("scan_shape", given or [SCAN_SHAPE])
-
-
-@pytest.fixture(scope="module")
-def window():
-    return read_fasta(FIXTURE_DIR / "window.fa")
-
-
-@pytest.fixture(scope="module")
-def fixture_variants():
-    return read_variants(FIXTURE_DIR / "variants.tsv")
 
 
 @pytest.fixture
@@ -87,30 +77,31 @@ def gate_scoring(benchmark, session, engine, gate, workload, label, timed, varia
     gate(benchmark, model=engine.info.model, shape=label, figures=figures, context=context)
 
 
-def test_vep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, carbon_gate, window,
-             fixture_variants):
+def test_vep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, carbon_gate, scoring_window,
+             scoring_variants):
     """Variant-effect scoring of fixtures/scoring: the reference and one row per variant, in
     right-padded batches of the shape's batch size."""
     engine = scoring_engine(VEP_SHAPE)
     benchmark.group = f"scoring-{engine.info.model}"
     timed = measure(benchmark, carbon_session,
-                    lambda: score_variants(engine, carbon_model_tokenizer, window, fixture_variants))
+                    lambda: score_variants(engine, carbon_model_tokenizer, scoring_window, scoring_variants))
     first = timed[0]
-    assert [s.variant.id for s in first.scores] == [v.id for v in fixture_variants]
+    assert [s.variant.id for s in first.scores] == [v.id for v in scoring_variants]
     assert all(math.isfinite(s.site_score) and math.isfinite(s.window_score) for s in first.scores)
     assert all(r.scores == first.scores for r in timed), "scoring must be deterministic"
-    assert len(first.batch_ms) == math.ceil((len(fixture_variants) + 1) / engine.shape.batch_size)
+    assert len(first.batch_ms) == math.ceil((len(scoring_variants) + 1) / engine.shape.batch_size)
     gate_scoring(benchmark, carbon_session, engine, carbon_gate, "vep", engine.info.shape, timed,
-                 len(fixture_variants))
+                 len(scoring_variants))
 
 
-def test_sweep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, carbon_gate, window):
+def test_sweep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, carbon_gate, scoring_window):
     """Saturation mutagenesis (3 alts per position): the throughput case of scoring."""
     engine = scoring_engine(VEP_SHAPE)
     benchmark.group = f"scoring-{engine.info.model}"
-    sweep = saturation_variants(window, window.start, window.start + SWEEP_BP - 1)
+    sweep = saturation_variants(scoring_window, scoring_window.start, scoring_window.start + SWEEP_BP - 1)
     assert len(sweep) == 3 * SWEEP_BP
-    timed = measure(benchmark, carbon_session, lambda: score_variants(engine, carbon_model_tokenizer, window, sweep))
+    timed = measure(benchmark, carbon_session,
+                    lambda: score_variants(engine, carbon_model_tokenizer, scoring_window, sweep))
     first = timed[0]
     # at each position the three alts share the reference's context: their site scores differ
     # only by the alt base's own probability, which sums with the ref's to at most 1

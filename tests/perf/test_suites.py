@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from harness.analysis.figures import generation_figures
 from harness.backends.base import Batch
-from harness.dna import SUITE_CASES, batch_suite, prompt_suite
-from harness.figures import generation_figures
-from harness.fixtures import engine_context, model_spec, timed_results
-from harness.fns import fns_select
+from harness.carbon.dna import SUITE_CASES, batch_suite, prompt_suite
+from harness.carbon.fns import fns_select
+from harness.plugin.recording import engine_context, model_spec, timed_results
 
 pytestmark = pytest.mark.perf
 

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.dna import batch_suite
-from harness.fixtures import round_ms
-from harness.measure import percentile
-from harness.speedup import cpu_speedup, speed_gates_apply
-from harness.tokenizer import CarbonTokenizer
-from harness.tokenizer_reference import PublishedReference
+from harness.carbon.dna import batch_suite
+from harness.carbon.tokenizer import CarbonTokenizer
+from harness.carbon.tokenizer_reference import PublishedReference
+from harness.core.measure import cpu_speedup, percentile
+from harness.plugin.recording import round_ms, speed_gates_apply
 
 pytestmark = pytest.mark.perf
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.backends.hf import HFEngine
-from harness.spec import RunShape
+from harness.core.spec import RunShape
 
 
 @pytest.fixture(scope="session")
@@ -15,26 +15,22 @@ def served_checkpoint(carbon_session, carbon_endpoint):
 
 
 @pytest.fixture(scope="session")
-def served_hf_engine(served_checkpoint):
+def served_hf_engine(served_checkpoint, carbon_engine_pool):
     """transformers on the served checkpoint, fp32 on the CPU, one engine per shape."""
-    engines: dict[RunShape, HFEngine] = {}
 
     def get(shape: RunShape) -> HFEngine:
-        if shape not in engines:
-            engines[shape] = HFEngine(served_checkpoint, shape, "served", device="cpu", dtype="fp32")
-        return engines[shape]
+        return carbon_engine_pool.get(("served-hf", shape), lambda: HFEngine(
+            served_checkpoint, shape, "served", device="cpu", dtype="fp32"))
 
-    yield get
-    for engine in engines.values():
-        engine.close()
+    return get
 
 
 @pytest.fixture
 def speculative_endpoint(carbon_session, carbon_endpoint, carbon_draft):
     """A vLLM server on the served model with this test's draft (``--speculative-config``), started by
     the session; only with --carbon-serve vllm (a running server's draft is not the harness's to set)."""
-    from harness.backends.openai import ServingError
-    from harness.serving_server import ServerError
+    from harness.serving.client import ServingError
+    from harness.serving.server import ServerError
 
     if carbon_session.config.serve != "vllm":
         pytest.skip("speculative serving needs --carbon-serve vllm: the harness starts a server with each "

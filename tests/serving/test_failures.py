@@ -14,10 +14,11 @@ import pytest
 aiohttp = pytest.importorskip("aiohttp", reason="the serving client needs aiohttp: pip install 'carbon-harness[serving]'")
 from aiohttp import web  # noqa: E402
 
-from harness.backends.base import Batch  # noqa: E402
-from harness.backends.openai import Endpoint, OpenAIEngine, ServingError  # noqa: E402
-from harness.loadgen import LoadSpec, Request, Workload, run_load  # noqa: E402
-from harness.spec import get_shape  # noqa: E402
+from harness.backends.base import Batch
+from harness.backends.openai import OpenAIEngine
+from harness.core.spec import get_shape
+from harness.serving.client import Endpoint, ServingError
+from harness.serving.loadgen import LoadSpec, Request, Workload, run_load
 
 pytestmark = pytest.mark.serving
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.serving_server import ServerError, VLLMServer
+from harness.serving.server import ServerError, VLLMServer
 
 pytestmark = pytest.mark.serving
 

@@ -11,9 +11,10 @@ import math
 
 import pytest
 
-from harness.fixtures import timed_results
-from harness.loadgen import LoadSpec, get_workload, parse_sweep, run_load
-from harness.serving import SERVING_FIGURES, failure_summary, parse_slos, serving_dna_figures
+from harness.core.metrics import SERVING_FIGURES
+from harness.plugin.recording import timed_results
+from harness.serving.loadgen import LoadSpec, get_workload, parse_sweep, run_load
+from harness.serving.metrics import failure_summary, parse_slos, serving_dna_figures
 
 pytestmark = [pytest.mark.perf, pytest.mark.serving]
 

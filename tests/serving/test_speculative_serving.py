@@ -16,19 +16,20 @@ from dataclasses import asdict
 import pytest
 
 from harness.backends.base import Batch
-from harness.backends.openai import client_session, metrics_text, run_async, stream_completion
-from harness.dna import batch_suite
-from harness.loadgen import LoadSpec, run_load
-from harness.serving import failure_summary, serving_dna_figures
-from harness.serving_server import speculative_server_cpu_bind
-from harness.spec import RunShape
-from harness.speculative import DNA_SUITE_CASE, SELF_DRAFT, T4_CASES
-from harness.speculative_serving import (
-    SpecCounters,
+from harness.carbon.dna import batch_suite
+from harness.core.spec import RunShape
+from harness.core.speculation import DNA_SUITE_CASE, SELF_DRAFT
+from harness.serving.client import client_session, metrics_text, run_async, stream_completion
+from harness.serving.loadgen import LoadSpec, run_load
+from harness.serving.metrics import failure_summary, serving_dna_figures
+from harness.serving.server import speculative_server_cpu_bind
+from harness.serving.speculative import (
+    SpeculationCounters,
     serving_new_tokens,
     serving_speculative_figures,
     speculative_workload,
 )
+from harness.workloads.speculative import T4_CASES
 
 pytestmark = pytest.mark.serving
 
@@ -59,8 +60,8 @@ def target_alone(served_hf_engine, prompts) -> list[list[int]]:
     return [engine.generate(Batch.from_ids([p]), NEW_TOKENS).tokens[0].tolist() for p in prompts]
 
 
-def counters(endpoint) -> SpecCounters:
-    return SpecCounters.from_prometheus(metrics_text(endpoint), endpoint.model)
+def counters(endpoint) -> SpeculationCounters:
+    return SpeculationCounters.from_prometheus(metrics_text(endpoint), endpoint.model)
 
 
 def send(endpoint, prompts, max_tokens: int, together: bool):
@@ -125,7 +126,7 @@ def serving_rounds(session) -> int:
 
 
 @pytest.fixture(scope="session")
-def serving_spec_figures() -> dict:
+def serving_speculative_figures() -> dict:
     """Figures measured per (draft, case) this session, for the acceptance-ends comparison."""
     return {}
 
@@ -133,7 +134,7 @@ def serving_spec_figures() -> dict:
 @pytest.mark.perf
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_serving_speculative(benchmark, carbon_session, carbon_endpoint, speculative_endpoint, carbon_draft, case,
-                             carbon_gate, serving_spec_figures):
+                             carbon_gate, serving_speculative_figures):
     """One case sent one request at a time to the target alone, then to the speculative server
     (the same prompts, the same session): acceptance and tokens per step from vLLM's counters, the
     draft-and-verify step from the stream, tokens/s, bp/s and the speedup. Output must be identical."""
@@ -167,7 +168,7 @@ def test_serving_speculative(benchmark, carbon_session, carbon_endpoint, specula
     figures.update(serving_dna_figures(tokenizer, spec.results, spec.duration_s, carbon_session.hardware.price_per_hour))
     assert 0.0 <= figures["spec_acceptance_rate"] <= 1.0
     assert 1.0 <= figures["spec_tokens_per_step"] <= carbon_session.config.speculation_length + 1
-    serving_spec_figures[carbon_draft.label, case.name] = figures
+    serving_speculative_figures[carbon_draft.label, case.name] = figures
     context = {"backend": "openai", "server": "vllm (started by the session)", "endpoint": speculative_endpoint.url,
                "target_endpoint": carbon_endpoint.url, "draft": carbon_draft.label, "case": case.name,
                "speculation_length": carbon_session.config.speculation_length, "prompt_bp": case.prompt_bp,
@@ -180,16 +181,16 @@ def test_serving_speculative(benchmark, carbon_session, carbon_endpoint, specula
 
 
 @pytest.mark.perf
-def test_serving_speedup_grows_with_acceptance(carbon_session, serving_spec_figures, record_property):
+def test_serving_speedup_grows_with_acceptance(carbon_session, serving_speculative_figures, record_property):
     """The two ends on the server: self-drafting (acceptance 1.0) must beat carbon-tiny-draft
     (acceptance ~0) on the same case: the DNA suite, the longest (seven requests), as a
     single 64-token request is at the mercy of one scheduler hiccup on a shared CPU. The ratio of the
     two measured speedups is gated like every figure (``serving-speculative-ends`` /
     ``spec_speedup_gain`` in fixtures/thresholds), not here."""
-    from harness.gates import evaluate
+    from harness.analysis.gates import evaluate
 
     case = DNA_SUITE_CASE.name
-    ends = {label: serving_spec_figures.get((label, case)) for label in (SELF_DRAFT, "carbon-tiny-draft")}
+    ends = {label: serving_speculative_figures.get((label, case)) for label in (SELF_DRAFT, "carbon-tiny-draft")}
     missing = [label for label, figures in ends.items() if figures is None]
     if missing:
         pytest.skip(f"needs test_serving_speculative[{case}] with --carbon-draft {' and '.join(missing)} in this "

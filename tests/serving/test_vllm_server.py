@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from harness.backends.base import Batch
-from harness.backends.openai import client_session, fetch_prompt_logprobs, run_async, stream_completion
-from harness.fns import base_marginals
-from harness.serving import failure_summary, fns_from_top_logprobs
-from harness.spec import RunShape
+from harness.carbon.fns import base_marginals
+from harness.core.spec import RunShape
+from harness.serving.client import client_session, fetch_prompt_logprobs, run_async, stream_completion
+from harness.serving.metrics import failure_summary, fns_from_top_logprobs
 
 pytestmark = pytest.mark.serving
 
@@ -40,7 +40,7 @@ def served_ids(endpoint, prompts: list[list[int]], max_tokens: int) -> list[list
 
 @pytest.fixture(scope="module")
 def prompts(carbon_tokenizer) -> list[list[int]]:
-    from harness.dna import prompt_suite
+    from harness.carbon.dna import prompt_suite
 
     return [carbon_tokenizer.encode(c.prompt)[:24] for c in prompt_suite(1080)[:3]] + [
         carbon_tokenizer.encode("The Carbon model reads <dna>ACGTAC")]
@@ -59,7 +59,7 @@ def test_greedy_ids_equal_hf(carbon_endpoint, served_hf_engine, prompts):
 
 
 def test_fns_marginals_from_prompt_logprobs(carbon_endpoint, served_hf_engine, carbon_tokenizer, record_property):
-    """FNS per-base marginals from the server's top-k ``prompt_logprobs`` agree with ``harness.fns``
+    """FNS per-base marginals from the server's top-k ``prompt_logprobs`` agree with ``harness.carbon.fns``
     on transformers' logits: exactly on the 6-mers the top-k returns, and within the bound that the
     mass the top-k leaves out puts on the full marginals (reported)."""
     prompt = carbon_tokenizer.encode("<dna>" + "ACGTTGCAAGTC" * 5)
@@ -75,7 +75,7 @@ def test_fns_marginals_from_prompt_logprobs(carbon_endpoint, served_hf_engine, c
         np.testing.assert_allclose(np.fromiter(row.values(), dtype=float), logprobs[i, ids], atol=2e-4,
                                    err_msg=f"position {i}: server logprobs differ from transformers'")
     marginals, left_out, bound = fns_from_top_logprobs(rows)
-    # exact on what the top-k carries: harness.fns on transformers' logits restricted to the same 6-mers
+    # exact on what the top-k carries: harness.carbon.fns on transformers' logits restricted to the same 6-mers
     masked = np.full_like(logprobs, -np.inf)
     for i, row in enumerate(rows):
         ids = np.fromiter(row, dtype=np.int64)
@@ -108,7 +108,7 @@ def test_figures_agree_with_vllm_bench(carbon_session, carbon_endpoint, tmp_path
     (``harness.vllm_agreement.read_in_bursts``: the box starved the clients, so neither measured the
     server) is left out of the comparison and reported; rounds go on until ``rounds`` smooth ones
     (at most ``max_rounds``), and with none the test fails, saying so."""
-    from harness.serving_server import VLLM_INSTALL_HINT, run_agreement, serving_tokenizer_dir, vllm_python
+    from harness.serving.server import VLLM_INSTALL_HINT, run_agreement, serving_tokenizer_dir, vllm_python
 
     python = vllm_python()
     if python is None:

@@ -5,7 +5,7 @@ not leak into the test process).
 Usage: python nxdi_speculation_probe.py VENDOR_DIR WORK_DIR < request.json
 
 VENDOR_DIR holds ``neuronx-distributed-inference/src`` and ``neuronx-distributed/src``; NxDI is
-imported the way the NxDI CPU tier imports it (``harness.backends.neuron_stubs``)."""
+imported the way the NxDI CPU tier imports it (``harness.backends.neuron.stubs``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+
 
 class _Unexpected(logging.Handler):
     """NeuronConfig logs the kwargs it did not consume instead of raising: collect them."""
@@ -42,7 +43,7 @@ def main() -> None:
     vendor, work = Path(sys.argv[1]), Path(sys.argv[2])
     request = json.load(sys.stdin)
     sys.path.insert(0, request["harness_root"])
-    from harness.backends.neuron_stubs import install
+    from harness.backends.neuron.stubs import install
 
     install(vendor)
     from neuronx_distributed_inference.models.config import FusedSpecNeuronConfig, NeuronConfig
@@ -51,7 +52,7 @@ def main() -> None:
         NeuronLlamaForCausalLM,
     )
 
-    from harness.backends.neuron_speculation import derive_draft_neuron_config
+    from harness.backends.neuron.config import derive_draft_neuron_config
 
     unexpected = _Unexpected()
     logging.getLogger().addHandler(unexpected)

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from harness.benchmark_json import BenchmarkJsonTarget, parse_benchmark_json
+from harness.plugin.benchmark_json import BenchmarkJsonTarget, parse_benchmark_json
 from tests.unit.conftest import run_pytest
 
 pytestmark = pytest.mark.unit

@@ -15,8 +15,8 @@ from pytest_benchmark.fixture import BenchmarkFixture
 from pytest_benchmark.logger import Logger
 from pytest_benchmark.utils import safe_dumps
 
-from harness.session import worker_cpu_threads
-from harness.xdist_merge import BenchmarkLedger, import_results
+from harness.plugin.xdist import BenchmarkLedger, import_results
+from harness.session.workers import worker_cpu_threads
 from tests.unit.conftest import child_env, run_pytest
 
 pytestmark = pytest.mark.unit

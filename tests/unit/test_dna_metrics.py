@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from harness.dna import sequence_metrics
+from harness.carbon.dna import sequence_metrics
 
 pytestmark = pytest.mark.unit
 

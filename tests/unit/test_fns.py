@@ -8,14 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.fns import (
-    KMER_START,
-    KMER_TABLE,
-    KMERS,
-    base_marginals,
-    fns_select,
-    kmer_ids_from_bases,
-)
+from harness.carbon.fns import KMER_START, KMER_TABLE, KMERS, base_marginals, fns_select, kmer_ids_from_bases
 
 pytestmark = pytest.mark.unit
 V = 155776

@@ -6,15 +6,8 @@ import json
 
 import pytest
 
-from harness.gates import (
-    ThresholdError,
-    evaluate,
-    load_thresholds,
-    parse_entry,
-    parse_thresholds,
-    select,
-)
-from harness.hardware import FIXTURES_DIR
+from harness.analysis.gates import ThresholdError, evaluate, load_thresholds, parse_entry, parse_thresholds, select
+from harness.core.paths import FIXTURES_DIR
 
 pytestmark = pytest.mark.unit
 
@@ -165,14 +158,14 @@ def test_equally_specific_duplicates_are_ambiguous(tmp_path, a, b):
 
 def test_differently_specific_or_disjoint_entries_are_fine():
     ts = parse_thresholds(doc(ENTRY, {**ENTRY, "hardware": "*", "max": 9.0}, {**ENTRY, "model": "carbon-8b"}), "f")
-    from harness.gates import check_ambiguous
+    from harness.analysis.gates import check_ambiguous
 
     check_ambiguous(ts)  # no error
     assert select(ts, "trn2.3xlarge", "carbon-3b", "report-bs1", "tkg_ms_p50").bound == 7.35
 
 
 def test_figures_with_a_reference_elsewhere_but_none_here_are_reported():
-    from harness.gates import ungated
+    from harness.analysis.gates import ungated
 
     throughput = {**{k: v for k, v in ENTRY.items() if k != "max"}, "metric": "bp_per_s", "hardware": "*", "min": 1}
     ts = parse_thresholds(doc(ENTRY, throughput), "f")
@@ -183,8 +176,7 @@ def test_figures_with_a_reference_elsewhere_but_none_here_are_reported():
 
 
 def test_every_gated_metric_is_a_figure_the_harness_produces():
-    from harness.figures import FIGURES, GATED_FIGURES
-    from harness.gates import METRICS
+    from harness.core.metrics import FIGURES, GATED_FIGURES, METRICS
 
     assert set(FIGURES) <= set(METRICS) and METRICS == GATED_FIGURES
     assert {"compile_s", "load_s", "dna_encode_speedup"} <= set(METRICS)

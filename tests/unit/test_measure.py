@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.measure import Summary, percentile, throughput, time_calls
+from harness.core.measure import Summary, percentile, throughput, time_calls
 
 pytestmark = pytest.mark.unit
 

@@ -12,35 +12,34 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.backends.base import BackendError, Batch
-from harness.backends.neuron import (
+from harness.backends.base import Batch
+from harness.backends.neuron.artifacts import (
     KEY_FILE,
-    VARIANTS,
-    adapter_generate_kwargs,
-    baseline_kernels,
     check_sharding,
-    check_variants,
     compile_env_key,
     compile_work_dir,
     compiled_dir_problem,
-    decode_attention_mask,
     environment,
-    generated_tokens,
     load_sharding_log,
     neuron_artifact_key,
-    neuron_config_kwargs,
-    neuron_unavailable_reason,
     observed_strategy,
     package_digest,
-    pad_rows,
     parse_sharding_log,
     save_sharding_log,
-    variant_env,
-    visible_cores,
 )
-from harness.plan import CONVERT_TO_MHA, REPLICATE, attention_sharding
-from harness.spec import MODELS, SHAPES
-from harness.storage import build_once
+from harness.backends.neuron.config import (
+    COMPILE_VARIANTS,
+    baseline_kernels,
+    check_compile_variants,
+    neuron_config_kwargs,
+    variant_env,
+)
+from harness.backends.neuron.engine import adapter_generate_kwargs, decode_attention_mask, generated_tokens, pad_rows
+from harness.backends.neuron.host import neuron_unavailable_reason, visible_cores
+from harness.core.errors import BackendError
+from harness.core.plan import CONVERT_TO_MHA, REPLICATE, attention_sharding
+from harness.core.spec import MODELS, SHAPES
+from harness.core.storage import build_once
 from tests.unit.conftest import child_env, run_in_processes
 
 pytestmark = pytest.mark.unit
@@ -74,14 +73,14 @@ def test_variants_of_the_optimisation_pass():
     assert kw["fused_qkv"] and kw["qkv_kernel_enabled"] and kw["kv_cache_quant"] and kw["mlp_kernel_enabled"]
     assert kw["kv_quant_config"] == {"direct_cast": True} and kw["attn_kernel_enabled"] is False
     assert neuron_config_kwargs("carbon-3b", "a100-style-bs16")["on_device_sampling_config"] == SAMPLING  # not mutated
-    assert set(VARIANTS) == {"fused-qkv", "qkv-kernel", "kv-cache-fp8", "mlp-kernel", "no-flash-attention"}
+    assert set(COMPILE_VARIANTS) == {"fused-qkv", "qkv-kernel", "kv-cache-fp8", "mlp-kernel", "no-flash-attention"}
     assert variant_env(["kv-cache-fp8"]) == {"XLA_HANDLE_SPECIAL_SCALAR": "1", "UNSAFE_FP8FNCAST": "1"}
 
 
 @pytest.mark.parametrize("name", ["topk-kernel", "nki-cte-mlp"])
 def test_retired_variants_say_why(name):
     with pytest.raises(BackendError, match=f"variant '{name}' was removed: "):
-        check_variants([name])
+        check_compile_variants([name])
 
 
 @pytest.mark.parametrize("shape,lnc,expected", [
@@ -151,8 +150,8 @@ def test_neuron_extra_pins_both_neuron_libraries():
 
 
 def test_module_imports_without_nxdi():
-    code = ("import sys, harness.backends.neuron as n; "
-            "assert not any(m.startswith(('neuronx', 'torch_neuronx')) for m in sys.modules); print(n.VARIANTS)")
+    code = ("import sys, harness.backends.neuron.engine, harness.backends.neuron.config as n; "
+            "assert not any(m.startswith(('neuronx', 'torch_neuronx')) for m in sys.modules); print(n.COMPILE_VARIANTS)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
 
 

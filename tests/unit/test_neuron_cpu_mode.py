@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.neuron_stubs import NeuronImportError, source_roots
-from harness.session import engines_to_unload, make_config
+from harness.backends.neuron.stubs import NeuronImportError, source_roots
+from harness.session.config import make_config
+from harness.session.engines import engines_to_unload
 
 pytestmark = pytest.mark.unit
 
@@ -43,7 +44,7 @@ def test_source_roots_names_what_it_needs(tmp_path):
 
 STUB_PROBE = """
 import torch
-from harness.backends.neuron_stubs import NeuronStubCalled, install
+from harness.backends.neuron.stubs import NeuronStubCalled, install
 from pathlib import Path
 where = install(Path({source!r}))
 import torch_neuronx.xla_impl.ops as ops
@@ -133,8 +134,8 @@ def test_engines_to_unload(resident, new, budget, unload):
 
 
 def test_skipped_tiers_say_what_enables_them():
-    from harness.fixtures import NXDI_TIER_SKIP
-    from harness.tiers import skipped_tiers
+    from harness.plugin.fixtures import NXDI_TIER_SKIP
+    from harness.plugin.tiers import skipped_tiers
 
     lines = skipped_tiers([NXDI_TIER_SKIP, NXDI_TIER_SKIP, "benchmarks disabled"])
     assert lines == ["NxDI CPU tier skipped (2 tests): to run it, nox -s trn2-stack, or pytest --carbon-nxdi-source "

@@ -10,8 +10,11 @@ import sys
 
 import pytest
 
-from harness.cost import cost
-from harness.report import ReportError, compare, load_results, markdown, parse_percent
+from harness.analysis.compare import compare
+from harness.analysis.report import markdown
+from harness.analysis.results import ReportError, load_results
+from harness.core.cost import cost
+from harness.core.options import parse_percent
 
 pytestmark = pytest.mark.unit
 
@@ -219,7 +222,7 @@ def _trial(rng, shift: float, n: int = 60, noise: float = 0.05):
 
 
 def _regressed(base, new, tolerance=0.05):
-    from harness.report import BenchResult
+    from harness.analysis.results import BenchResult
 
     def result(samples):
         median = sorted(samples)[len(samples) // 2]
@@ -247,7 +250,7 @@ def test_a_point_estimate_beyond_tolerance_is_not_enough():
     """Few noisy rounds: the medians differ by more than the tolerance, but the interval says the
     difference may be noise, so it is reported with its interval and not failed."""
     base, new = [10.0, 12.0, 9.0, 11.5, 9.5], [10.4, 12.5, 9.8, 11.9, 10.9]
-    from harness.report import BenchResult
+    from harness.analysis.results import BenchResult
 
     def result(samples):
         return [BenchResult("b", None, {}, None, None, {"median_s": float(np.median(samples))}, {"median_s": samples})]
@@ -261,7 +264,8 @@ def test_a_point_estimate_beyond_tolerance_is_not_enough():
 
 
 def test_tolerances_per_metric_and_group(tmp_path):
-    from harness.report import ReportError, load_tolerances
+    from harness.analysis.compare import load_tolerances
+    from harness.analysis.results import ReportError
 
     f = _write(tmp_path, "tol.json", {"default": "5%", "metrics": {"tkg_ms_p50": "8%"},
                                       "groups": {"e2e-smoke": "10%", "cte-smoke": {"cte_ms_p50": 0.2}}})

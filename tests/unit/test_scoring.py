@@ -11,20 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.backends.neuron import neuron_config_kwargs
-from harness.cli import main
-from harness.hardware import get_profile
-from harness.plan import PlanError, check_context, check_plan, make_plan
-from harness.scoring import (
-    ScoringError,
-    batches,
-    log_marginals,
-    scoring_figures,
-    scoring_neuron_config_kwargs,
-    usd_per_million,
-)
-from harness.spec import MODELS, SHAPES, RopeScaling, SpecError, parse_rope_scaling
-from harness.variants import (
+from harness.backends.neuron.config import neuron_config_kwargs, scoring_neuron_config_kwargs
+from harness.carbon.variants import (
     FIXTURE_DIR,
     Variant,
     VariantError,
@@ -39,6 +27,12 @@ from harness.variants import (
     synthetic_window,
     write_fixture,
 )
+from harness.cli import main
+from harness.core.cost import usd_per_million
+from harness.core.hardware import get_profile
+from harness.core.plan import PlanError, check_context, check_plan, make_plan
+from harness.core.spec import MODELS, SHAPES, RopeScaling, SpecError, parse_rope_scaling
+from harness.workloads.scoring import ScoringError, batches, log_marginals, scoring_figures
 
 pytestmark = pytest.mark.unit
 
@@ -265,7 +259,8 @@ def test_scoring_neuron_kwargs_refuse_a_context_the_model_lacks():
 # -- report -------------------------------------------------------------------------------------
 
 def test_report_shows_scoring_beside_generation(tmp_path):
-    from harness.report import load_results, markdown
+    from harness.analysis.report import markdown
+    from harness.analysis.results import load_results
 
     bench = [
         {"name": "test_e2e[carbon-tiny-smoke]", "group": "e2e-smoke", "stats": {"median": 0.5},

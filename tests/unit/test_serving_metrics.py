@@ -9,10 +9,13 @@ import re
 import numpy as np
 import pytest
 
-from harness.loadgen import LoadSpec, arrival_offsets, get_workload, parse_sweep
-from harness.serving import SERVING_FIGURES, RequestResult, meets_slos, parse_slos, serving_metrics
-from harness.tokenizer import VOCAB_SIZE, CarbonTokenizer
-from harness.vllm_agreement import check_rounds, read_in_bursts
+from harness.carbon.tokenizer import CarbonTokenizer
+from harness.core.metrics import SERVING_FIGURES
+from harness.core.vocab import VOCAB_SIZE
+from harness.serving.agreement import check_rounds, read_in_bursts
+from harness.serving.client import RequestResult
+from harness.serving.loadgen import LoadSpec, arrival_offsets, get_workload, parse_sweep
+from harness.serving.metrics import meets_slos, parse_slos, serving_metrics
 
 pytestmark = pytest.mark.unit
 
@@ -97,7 +100,7 @@ def test_named_workloads_have_the_reference_shapes():
 def test_server_tokenizer_keeps_every_id_in_place(tmp_path):
     from tokenizers import Tokenizer
 
-    from harness.serving_server import serving_tokenizer_dir
+    from harness.serving.server import serving_tokenizer_dir
 
     tok = Tokenizer.from_file(str(serving_tokenizer_dir(tmp_path) / "tokenizer.json"))
     carbon = CarbonTokenizer.builtin()
@@ -114,7 +117,7 @@ def test_server_tokenizer_keeps_every_id_in_place(tmp_path):
 
 @pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://x", "http://"])
 def test_bad_endpoints_are_named(url):
-    from harness.backends.openai import parse_endpoint
+    from harness.serving.client import parse_endpoint
 
     with pytest.raises(ValueError, match="carbon-endpoint"):
         parse_endpoint(url)
@@ -124,8 +127,8 @@ def test_bad_endpoints_are_named(url):
 def test_static_batch_figures_carry_vllm_names():
     import torch
 
+    from harness.analysis.figures import static_batch_serving_figures
     from harness.backends.base import GenerationResult
-    from harness.figures import static_batch_serving_figures
 
     runs = [GenerationResult(torch.zeros(2, 3, dtype=torch.long), cte_ms=10.0, tkg_ms=[4.0, 6.0], e2e_ms=20.0),
             GenerationResult(torch.zeros(2, 3, dtype=torch.long), cte_ms=12.0, tkg_ms=[5.0, 5.0], e2e_ms=24.0)]
@@ -140,8 +143,8 @@ def test_static_batch_figures_carry_vllm_names():
 
 
 def test_every_serving_workload_is_a_known_threshold_shape():
-    from harness.figures import EXTRA_SHAPE_LABELS
-    from harness.loadgen import WORKLOADS
+    from harness.core.metrics import EXTRA_SHAPE_LABELS
+    from harness.serving.loadgen import WORKLOADS
 
     assert {f"serving-{w}" for w in WORKLOADS} <= set(EXTRA_SHAPE_LABELS)
 

@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from harness.options import parse_positive_float, parse_runs, parse_warmup
-from harness.session import limit_worker_threads, make_config, worker_cpu_threads
+from harness.core.options import parse_positive_float, parse_runs, parse_warmup
+from harness.session.config import make_config
+from harness.session.workers import limit_worker_threads, worker_cpu_threads
 from tests.unit.conftest import REPO, run_pytest
 
 pytestmark = pytest.mark.unit

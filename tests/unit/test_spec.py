@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.spec import (
-    MODELS,
-    SHAPES,
-    RunShape,
-    SpecError,
-    artifact_key,
-    get_model,
-    get_shape,
-)
+from harness.core.spec import MODELS, SHAPES, RunShape, SpecError, artifact_key, get_model, get_shape
 
 pytestmark = pytest.mark.unit
 

@@ -13,26 +13,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.backends.neuron import neuron_config_kwargs
+from harness.analysis.speculation_plan import break_even_acceptance, plan_speculation
+from harness.backends.neuron.config import neuron_config_kwargs, neuron_speculation_kwargs, nxdi_speculation_length
+from harness.backends.neuron.host import neuron_speculation_unavailable_reason
 from harness.cli import main as cli_main
-from harness.hardware import get_profile
-from harness.backends.neuron_speculation import (
-    neuron_speculation_kwargs,
-    neuron_speculation_unavailable_reason,
-    nxdi_speculation_length,
-)
-from harness.speculative import (
+from harness.core.hardware import get_profile
+from harness.core.spec import MODELS
+from harness.core.speculation import SpeculativeError, expected_tokens_per_step, predicted_speedup
+from harness.workloads.speculative import (
     EndsComparison,
-    SpeculativeError,
     SpeculativeResult,
     accepted_prefix,
     combine_results,
     loop_unavailable_reason,
-    expected_tokens_per_step,
-    predicted_speedup,
 )
-from harness.speculative_plan import break_even_acceptance, plan_speculation
-from harness.spec import MODELS
 
 pytestmark = pytest.mark.unit
 
@@ -238,7 +232,7 @@ def test_real_nxdi_builds_and_round_trips_the_speculation_config(nxdi_source, tm
     """NxDI's own NeuronConfig, LlamaInferenceConfig and FusedSpecNeuronConfig, from the vendored source
     with the Neuron-only packages stubbed, in a subprocess: the kwargs are consumed, the draft matches
     what inference_demo.py derives, and the fused config survives NxDI's save/load."""
-    from harness.checkpoint import write_checkpoint
+    from harness.carbon.checkpoint import write_checkpoint
 
     target_kwargs, draft_kwargs = neuron_speculation_kwargs("carbon-3b", "carbon-500m", "report-bs1", 4)
     request = {"target_kwargs": target_kwargs, "draft_kwargs": draft_kwargs, "harness_root": str(REPO),
@@ -271,7 +265,7 @@ def options(**overrides):
 
 
 def test_drafts_default_to_both_ends_of_the_embedded_default():
-    from harness.session import make_config
+    from harness.session.config import make_config
 
     config = make_config(options(), REPO)
     assert [d.label for d in config.drafts] == ["carbon-tiny-draft", "self"]
@@ -281,7 +275,7 @@ def test_drafts_default_to_both_ends_of_the_embedded_default():
 
 
 def test_unknown_draft_is_named_with_what_is_accepted(tmp_path):
-    from harness.session import make_config
+    from harness.session.config import make_config
 
     with pytest.raises(ValueError, match=r"--carbon-draft 'carbon-9b' is neither a known model \(carbon-500m, .*"
                                          r"carbon-tiny-draft\) nor an existing checkpoint directory \(or 'self'"):
@@ -302,7 +296,7 @@ def test_embedded_draft_is_smaller_with_the_same_vocabulary_and_its_own_seed(tmp
 @pytest.mark.parametrize("backend, cpu, says", [
     ("hf", False, None),
     ("openai", False, "tests/serving/test_speculative_serving.py"),
-    ("neuron", False, "harness.backends.neuron_speculation"),
+    ("neuron", False, "harness.backends.neuron.config"),
     ("neuron", True, "Speculation is not yet supported for CPU inference"),
 ])
 def test_where_each_backend_speculates(backend, cpu, says):

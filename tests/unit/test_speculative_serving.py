@@ -8,18 +8,19 @@ import math
 
 import pytest
 
-from harness.loadgen import LoadResult, LoadSpec
-from harness.serving import RequestResult
-from harness.serving_server import VLLMServer, speculative_cpu_bind
-from harness.speculative import DNA_SUITE_CASE, T4_CASES, SpeculativeError
-from harness.speculative_serving import (
-    SpecCounters,
+from harness.core.speculation import DNA_SUITE_CASE, SpeculativeError
+from harness.serving.client import RequestResult
+from harness.serving.loadgen import LoadResult, LoadSpec
+from harness.serving.server import VLLMServer, speculative_cpu_bind
+from harness.serving.speculative import (
+    SpeculationCounters,
     prometheus_samples,
     serving_new_tokens,
     serving_speculative_figures,
     speculative_workload,
     vllm_speculative_config,
 )
+from harness.workloads.speculative import T4_CASES
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +63,7 @@ def test_a_speculative_server_keeps_its_stats_on(tmp_path):
 
 
 def test_counters_from_vllm_metrics():
-    c = SpecCounters.from_prometheus(VLLM_METRICS, "carbon-tiny")
+    c = SpeculationCounters.from_prometheus(VLLM_METRICS, "carbon-tiny")
     assert (c.drafts, c.draft_tokens, c.accepted) == (4.0, 16.0, 12.0)
     assert c.acceptance_rate == 0.75
     assert c.tokens_per_step == 4.0  # 1 + 12 / 4: vLLM's mean acceptance length
@@ -70,20 +71,20 @@ def test_counters_from_vllm_metrics():
 
 def test_counters_sum_engines_and_filter_the_model():
     two_engines = VLLM_METRICS + VLLM_METRICS.replace('engine="0"', 'engine="1"')
-    assert SpecCounters.from_prometheus(two_engines).drafts == 8.0
+    assert SpeculationCounters.from_prometheus(two_engines).drafts == 8.0
     with pytest.raises(SpeculativeError, match="for model 'other'"):
-        SpecCounters.from_prometheus(VLLM_METRICS, "other")
+        SpeculationCounters.from_prometheus(VLLM_METRICS, "other")
 
 
 def test_a_server_without_counters_is_an_error_not_zero():
     plain = "\n".join(line for line in VLLM_METRICS.splitlines() if "spec_decode" not in line)
     with pytest.raises(SpeculativeError, match=r"no vllm:spec_decode_num_accepted_tokens_total.*--disable-log-stats"):
-        SpecCounters.from_prometheus(plain)
+        SpeculationCounters.from_prometheus(plain)
 
 
 def test_counter_deltas():
-    before = SpecCounters(4.0, 16.0, 12.0)
-    after = SpecCounters(10.0, 40.0, 12.0)
+    before = SpeculationCounters(4.0, 16.0, 12.0)
+    after = SpeculationCounters(10.0, 40.0, 12.0)
     delta = after - before
     assert (delta.drafts, delta.draft_tokens, delta.accepted) == (6.0, 24.0, 0.0)
     assert delta.acceptance_rate == 0.0 and delta.tokens_per_step == 1.0
@@ -107,7 +108,7 @@ def run(e2e_ms: list[float], duration_s: float, tokens: int = 4) -> LoadResult:
 
 def test_figures_against_the_target_alone():
     figures = serving_speculative_figures([run([40.0, 60.0], 0.1)], [run([80.0, 120.0], 0.2)],
-                                          SpecCounters(2.0, 8.0, 6.0))
+                                          SpeculationCounters(2.0, 8.0, 6.0))
     assert figures["spec_speedup"] == pytest.approx(2.0)
     assert figures["tokens_per_s"] == pytest.approx(80.0) and figures["target_tokens_per_s"] == pytest.approx(40.0)
     assert figures["spec_acceptance_rate"] == 0.75 and figures["spec_tokens_per_step"] == 4.0
@@ -119,7 +120,7 @@ def test_rounds_take_the_median_so_one_hiccup_moves_nothing():
     """Three rounds; the second target-alone round hit a 1 s stall."""
     spec = [run([50.0], d) for d in (0.10, 0.11, 0.09)]
     alone = [run([100.0], d) for d in (0.20, 1.20, 0.21)]
-    counters = SpecCounters(1, 4, 4) + SpecCounters(1, 4, 4) + SpecCounters(1, 4, 4)
+    counters = SpeculationCounters(1, 4, 4) + SpeculationCounters(1, 4, 4) + SpeculationCounters(1, 4, 4)
     figures = serving_speculative_figures(spec, alone, counters)
     assert figures["spec_speedup"] == pytest.approx(0.21 / 0.10)
     assert figures["spec_steps"] == 1.0 and figures["spec_acceptance_rate"] == 1.0
@@ -127,13 +128,13 @@ def test_rounds_take_the_median_so_one_hiccup_moves_nothing():
 
 def test_figures_refuse_runs_that_differ_or_failed():
     with pytest.raises(SpeculativeError, match=r"different token counts \[6, 8\]"):
-        serving_speculative_figures([run([1.0, 1.0], 0.1, tokens=3)], [run([1.0, 1.0], 0.1)], SpecCounters(1, 1, 1))
+        serving_speculative_figures([run([1.0, 1.0], 0.1, tokens=3)], [run([1.0, 1.0], 0.1)], SpeculationCounters(1, 1, 1))
     with pytest.raises(SpeculativeError, match="1 speculative and 2 target-alone rounds"):
-        serving_speculative_figures([run([1.0], 0.1)], [run([1.0], 0.1)] * 2, SpecCounters(1, 1, 1))
+        serving_speculative_figures([run([1.0], 0.1)], [run([1.0], 0.1)] * 2, SpeculationCounters(1, 1, 1))
     failed = run([1.0], 0.1)
     failed.results[0].error = "HTTP 500"
     with pytest.raises(SpeculativeError, match="a speculative run did not complete.*1 failed"):
-        serving_speculative_figures([failed], [run([1.0], 0.1)], SpecCounters(1, 1, 1))
+        serving_speculative_figures([failed], [run([1.0], 0.1)], SpeculationCounters(1, 1, 1))
 
 
 @pytest.mark.parametrize("case", [*T4_CASES, DNA_SUITE_CASE], ids=lambda c: c.name)

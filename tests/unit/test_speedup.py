@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.speedup import cpu_speedup, fastest_interleaved, speed_gates_apply
+from harness.core.measure import cpu_speedup, fastest_interleaved
+from harness.plugin.recording import speed_gates_apply
 
 pytestmark = pytest.mark.unit
 

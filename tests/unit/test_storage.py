@@ -6,14 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.storage import (
-    COMPLETE_MARKER,
-    StorageError,
-    atomic_dir,
-    atomic_write_json,
-    build_once,
-    is_complete,
-)
+from harness.core.storage import COMPLETE_MARKER, StorageError, atomic_dir, atomic_write_json, build_once, is_complete
 from tests.unit.conftest import run_in_processes
 
 pytestmark = pytest.mark.unit
@@ -85,7 +78,7 @@ def test_invalid_directory_is_rebuilt(tmp_path):
 def test_replace_keeps_the_old_directory_until_the_new_one_is_in_place(tmp_path, monkeypatch):
     """A failure between atomic_dir's two renames (here: the second one fails, as on a full or
     read-only disk) puts the old directory back instead of losing it."""
-    import harness.storage as storage
+    import harness.core.storage as storage
 
     dest = tmp_path / "out"
     with atomic_dir(dest) as tmp:
@@ -122,7 +115,7 @@ def test_build_once_removes_partials_of_killed_builders_only_for_its_key(tmp_pat
 
 
 def test_load_json_names_non_utf8_and_directories(tmp_path):
-    from harness.storage import load_json
+    from harness.core.storage import load_json
 
     bad = tmp_path / "b.json"
     bad.write_bytes(b'{"a": "\xff"}')

@@ -1,0 +1,272 @@
+"""Thresholds as data, and the gate that compares measured figures against them.
+
+Format (``fixtures/thresholds/*.json``), so other tools can write it::
+
+    {"schema": 1, "thresholds": [
+        {"hardware": "trn2.3xlarge", "model": "carbon-3b", "shape": "report-bs1",
+         "metric": "tkg_ms_p50", "max": 7.35, "baseline": 6.68, "tolerance": 0.10}]}
+
+``min`` instead of ``max`` for throughputs; ``baseline`` + ``tolerance`` alone derive the bound;
+``"*"`` matches any hardware, model or shape, and the most specific entry wins. A malformed file
+fails the session at start, naming the file, the entry and the field.
+
+A gate that silently gates nothing is the worst bug, so loading also rejects: names that no
+benchmark uses (model / shape / hardware / metric, with "did you mean"), bounds that are not finite
+or have the wrong sign (a NaN ``max`` always fails, an infinite one always passes), an empty set
+of thresholds, and two equally specific entries that both apply to one figure (which one wins
+would be an accident of file order). :func:`ungated` names the figures that have a reference for
+their model/shape on other hardware but none here, so the session can report them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from harness.core.metrics import DECODINGS, EXTRA_SHAPE_LABELS, METRICS
+from harness.core.storage import load_json
+
+SCHEMA = 1
+
+
+ENTRY_FIELDS = {"hardware", "model", "shape", "metric", "max", "min", "baseline", "tolerance", "note"}
+
+
+class ThresholdError(ValueError):
+    """A thresholds file is malformed; the message names the file, entry and field."""
+
+
+@dataclass(frozen=True)
+class Threshold:
+    hardware: str
+    model: str
+    shape: str
+    metric: str
+    bound: float
+    kind: str  # "max" or "min"
+    baseline: float | None = None
+    tolerance: float | None = None
+    source: str = ""
+
+    def matches(self, hardware: str, model: str, shape: str, metric: str) -> bool:
+        return metric == self.metric and all(
+            want in ("*", have) for want, have in ((self.hardware, hardware), (self.model, model), (self.shape, shape)))
+
+    @property
+    def specificity(self) -> int:
+        return sum(v != "*" for v in (self.hardware, self.model, self.shape))
+
+    def check(self, value: float) -> bool:
+        return value <= self.bound if self.kind == "max" else value >= self.bound
+
+
+@dataclass(frozen=True)
+class KnownNames:
+    """The names a threshold entry may use for hardware, model and shape (besides ``"*"``)."""
+
+    hardware: frozenset[str]
+    model: frozenset[str]
+    shape: frozenset[str]
+
+
+@lru_cache(maxsize=1)
+def known_names() -> KnownNames:
+    """Models and shapes of harness.core.spec (plus the labels benchmarks gate under, such as
+    ``tokenizer`` and ``<shape>-fns``) and the hardware profiles in fixtures/hardware."""
+    from harness.core.hardware import load_profiles
+    from harness.core.spec import MODELS, SHAPES
+
+    shapes = set(SHAPES) | set(EXTRA_SHAPE_LABELS) | {f"{s}-{d}" for s in SHAPES for d in DECODINGS}
+    return KnownNames(frozenset(load_profiles()), frozenset(MODELS), frozenset(shapes))
+
+
+def _number(entry: Mapping[str, Any], key: str, where: str) -> float | None:
+    if key not in entry:
+        return None
+    value = entry[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ThresholdError(f"{where}: field {key!r} must be a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ThresholdError(f"{where}: field {key!r} must be a finite number, got {value!r}")
+    return value
+
+
+def _check_name(entry: Mapping[str, Any], key: str, known: frozenset[str], where: str) -> None:
+    value = entry[key]
+    if value == "*" or value in known:
+        return
+    hint = difflib.get_close_matches(value.lower(), sorted(known), n=1)
+    raise ThresholdError(f"{where}: field {key!r} has unknown {key} {value!r}"
+                         + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                         + f"; known: {', '.join(sorted(known))} or \"*\"")
+
+
+def parse_entry(entry: Any, where: str, known: KnownNames | None = None) -> Threshold:
+    if not isinstance(entry, dict):
+        raise ThresholdError(f"{where}: must be an object, got {type(entry).__name__}")
+    unknown = set(entry) - ENTRY_FIELDS
+    if unknown:
+        field = sorted(unknown)[0]
+        hint = difflib.get_close_matches(field, ENTRY_FIELDS, n=1)
+        raise ThresholdError(f"{where}: unknown field {field!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                             + f"; fields: {', '.join(sorted(ENTRY_FIELDS))}")
+    for key in ("hardware", "model", "shape", "metric"):
+        if not isinstance(entry.get(key), str) or not entry[key]:
+            raise ThresholdError(f"{where}: field {key!r} is required (a name or \"*\"), got {entry.get(key)!r}")
+    known = known or known_names()
+    for key in ("hardware", "model", "shape"):
+        _check_name(entry, key, getattr(known, key), where)
+    metric = entry["metric"]
+    if metric not in METRICS:
+        hint = difflib.get_close_matches(metric, METRICS, n=1)
+        raise ThresholdError(f"{where}: field 'metric' has unknown metric {metric!r}"
+                             + (f" (did you mean {hint[0]!r}?)" if hint else "") + f"; known: {', '.join(METRICS)}")
+    direction = METRICS[metric]
+    upper, lower = _number(entry, "max", where), _number(entry, "min", where)
+    baseline, tolerance = _number(entry, "baseline", where), _number(entry, "tolerance", where)
+    if upper is not None and lower is not None:
+        raise ThresholdError(f"{where}: give 'max' or 'min', not both")
+    wrong = "min" if direction == "max" else "max"
+    if (lower if direction == "max" else upper) is not None:
+        raise ThresholdError(f"{where}: field {wrong!r} does not fit {metric!r} "
+                             f"({'lower' if direction == 'max' else 'higher'} is better): use {direction!r}")
+    if tolerance is not None and not 0 <= tolerance < 10:
+        raise ThresholdError(f"{where}: field 'tolerance' must be a fraction such as 0.10, got {tolerance!r}")
+    if upper is not None and not upper > 0:
+        raise ThresholdError(f"{where}: field 'max' must be > 0 (a bound no measurement can meet), got {upper!r}")
+    if lower is not None and lower < 0:
+        raise ThresholdError(f"{where}: field 'min' must be >= 0, got {lower!r}")
+    if baseline is not None and baseline < 0:
+        raise ThresholdError(f"{where}: field 'baseline' must be >= 0, got {baseline!r}")
+    bound = upper if direction == "max" else lower
+    if bound is None:
+        if baseline is None or tolerance is None:
+            raise ThresholdError(f"{where}: needs {direction!r}, or 'baseline' and 'tolerance' to derive it")
+        bound = baseline * (1 + tolerance) if direction == "max" else baseline / (1 + tolerance)
+        if direction == "max" and not bound > 0:
+            raise ThresholdError(f"{where}: 'baseline' {baseline!r} gives max {bound!r}: must be > 0")
+    return Threshold(entry["hardware"], entry["model"], entry["shape"], metric, bound, direction,
+                     baseline, tolerance, where)
+
+
+def parse_thresholds(data: Any, source: str, known: KnownNames | None = None) -> list[Threshold]:
+    if not isinstance(data, dict):
+        raise ThresholdError(f"{source}: must hold a JSON object with 'schema' and 'thresholds'")
+    if data.get("schema") != SCHEMA:
+        raise ThresholdError(f"{source}: field 'schema' is {data.get('schema')!r}; this harness reads schema {SCHEMA}")
+    entries = data.get("thresholds")
+    if not isinstance(entries, list):
+        raise ThresholdError(f"{source}: field 'thresholds' must be a list")
+    return [parse_entry(e, f"{source}: entry {i}", known) for i, e in enumerate(entries)]
+
+
+def _overlap(a: Threshold, b: Threshold) -> tuple[str, str, str] | None:
+    """A (hardware, model, shape) both entries apply to, or None when no figure matches both."""
+    key = []
+    for x, y in ((a.hardware, b.hardware), (a.model, b.model), (a.shape, b.shape)):
+        if x != "*" and y != "*" and x != y:
+            return None
+        key.append(y if x == "*" else x)
+    return key[0], key[1], key[2]
+
+
+def check_ambiguous(thresholds: list[Threshold]) -> None:
+    """Reject two equally specific entries for one metric that both apply to some figure: which
+    one wins would depend on file order."""
+    by_metric: dict[str, list[Threshold]] = {}
+    for t in thresholds:
+        by_metric.setdefault(t.metric, []).append(t)
+    for group in by_metric.values():
+        for i, a in enumerate(group):
+            for b in group[i + 1:]:
+                where = _overlap(a, b) if a.specificity == b.specificity else None
+                if where is not None:
+                    raise ThresholdError(
+                        f"{b.source}: ambiguous with {a.source}: both set {a.metric!r} for hardware={where[0]!r} "
+                        f"model={where[1]!r} shape={where[2]!r} with the same specificity; remove one or make "
+                        "one more specific")
+
+
+def load_thresholds(paths: Iterable[str | Path], known: KnownNames | None = None) -> list[Threshold]:
+    """Every threshold in the given files (directories contribute their ``*.json``); at least one
+    entry in all, each path contributing at least one file, or a ThresholdError."""
+    out: list[Threshold] = []
+    paths = list(paths)
+    if not paths:
+        raise ThresholdError("no thresholds file given: pass --carbon-thresholds FILE|DIR")
+    for path in paths:
+        if str(path).strip() == "":
+            raise ThresholdError("--carbon-thresholds '' is empty: give a thresholds file or directory")
+        path = Path(path)
+        files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+        if not files:
+            raise ThresholdError(f"thresholds directory {path} holds no *.json file")
+        for f in files:
+            out.extend(parse_thresholds(load_json(f, ThresholdError, "thresholds file"), str(f), known))
+    if not out:
+        raise ThresholdError(f"{', '.join(str(p) for p in paths)}: 0 threshold entries; a gate needs at least one")
+    check_ambiguous(out)
+    return out
+
+
+def ungated(thresholds: Iterable[Threshold], hardware: str, model: str, shape: str,
+            figures: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Figures with no threshold here although one exists for their model/shape/metric on other
+    hardware: metric -> the hardware names that have one. A missing profile entry (or a typo in a
+    profile name) then shows up instead of passing silently."""
+    thresholds = list(thresholds)
+    out: dict[str, list[str]] = {}
+    for metric, value in figures.items():
+        if metric not in METRICS or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if select(thresholds, hardware, model, shape, metric) is not None:
+            continue
+        elsewhere = sorted({t.hardware for t in thresholds
+                            if t.metric == metric and t.model in ("*", model) and t.shape in ("*", shape)})
+        if elsewhere:
+            out[metric] = elsewhere
+    return out
+
+
+def select(thresholds: Iterable[Threshold], hardware: str, model: str, shape: str, metric: str) -> Threshold | None:
+    """The most specific threshold that applies (fewest wildcards); None if none does."""
+    matching = [t for t in thresholds if t.matches(hardware, model, shape, metric)]
+    return max(matching, key=lambda t: t.specificity, default=None)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    metric: str
+    value: float
+    threshold: Threshold
+
+    @property
+    def passed(self) -> bool:
+        return self.threshold.check(self.value)
+
+    def message(self) -> str:
+        t = self.threshold
+        verb = "exceeds max" if t.kind == "max" else "is below min"
+        rel = "within" if self.passed else verb
+        base = f", baseline {t.baseline:g}" if t.baseline is not None else ""
+        return f"{self.metric} = {self.value:.4g} {rel} {t.bound:.4g}{base} ({t.source})"
+
+
+def evaluate(thresholds: Iterable[Threshold], hardware: str, model: str, shape: str,
+             figures: Mapping[str, Any]) -> list[GateResult]:
+    """A GateResult for every figure that has a threshold; figures without one are not gated."""
+    thresholds = list(thresholds)
+    results = []
+    for metric, value in figures.items():
+        if metric not in METRICS or not isinstance(value, (int, float)):
+            continue
+        t = select(thresholds, hardware, model, shape, metric)
+        if t is not None:
+            results.append(GateResult(metric, float(value), t))
+    return results

@@ -1,0 +1,387 @@
+"""NxD Inference backend for Trainium2 (NxDI 0.9, Neuron SDK 2.29).
+
+Everything that decides something is a pure function here and is tested on any machine:
+``neuron_config_kwargs`` (what the reference runs compiled), ``neuron_artifact_key``,
+``compiled_dir_problem`` (is a cached artifact complete?), ``parse_sharding_log`` /
+``check_sharding`` (NxDI's GQA override against ``harness.core.plan``), ``visible_cores`` (xdist
+workers on a multi-chip host), ``decode_attention_mask`` and ``neuron_unavailable_reason``.
+
+``NeuronEngine`` runs NxDI's real model code in two modes: on a Trainium2 host (compile into the
+content-addressed cache, load) and in NxDI's own CPU mode (``on_cpu=True``, ``to_cpu()``, tp 1,
+``max_context_length == seq_len``), where only the Neuron-only binary packages are stubbed
+(``harness.backends.neuron.stubs``). Both modes share every other code path: prefill / decode
+steps, ``HuggingFaceGenerationAdapter.generate``, teacher-forced logits, ``reset()``, the latency
+hooks and the GQA log. NxDI is imported lazily, so this module imports on a machine without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector
+from harness.backends.neuron.artifacts import (
+    KEY_FILE,
+    SHARDING_FILE,
+    capture_neuron_logs,
+    check_sharding,
+    compile_env_key,
+    compile_work_dir,
+    compiled_dir_problem,
+    environment,
+    load_sharding_log,
+    neuron_artifact_key,
+    neuron_versions,
+    nxdi_build,
+    observed_strategy,
+    parse_sharding_log,
+    save_sharding_log,
+)
+from harness.backends.neuron.config import (
+    NOT_ON_CPU,
+    baseline_kernels,
+    check_compile_variants,
+    inference_config_kwargs,
+    neuron_config_kwargs,
+    variant_env,
+)
+from harness.backends.neuron.host import neuron_unavailable_reason
+from harness.core.errors import BackendError
+from harness.core.measure import Timer
+from harness.core.ports import free_port
+from harness.core.spec import MODELS, ArtifactKey, RunShape
+from harness.core.vocab import PAD_TOKEN_ID
+
+
+def pad_rows(batch: Batch, batch_size: int) -> Batch:
+    """A compiled NxDI model has a static batch size: fill a smaller batch up to it by repeating
+    its last row (those rows' outputs are dropped again)."""
+    if batch.size > batch_size:
+        raise BackendError(f"batch of {batch.size} prompts exceeds the compiled batch_size={batch_size}")
+    if batch.size == batch_size:
+        return batch
+    extra = batch_size - batch.size
+    ids = torch.cat([batch.input_ids, batch.input_ids[-1:].expand(extra, -1)])
+    mask = torch.cat([batch.attention_mask, batch.attention_mask[-1:].expand(extra, -1)])
+    return Batch(ids, mask, batch.prompts)
+
+
+def adapter_generate_kwargs(batch: Batch, max_new_tokens: int) -> dict[str, Any]:
+    """Arguments for ``HuggingFaceGenerationAdapter.generate`` that give exactly ``max_new_tokens``
+    greedy tokens per row (the reference runs' "forced_no_eos"). The published eos id 2 is a BPE
+    token. With on-device sampling the adapter takes ``outputs.tokens``, which logits processors
+    (``min_new_tokens``) never touch, so only an empty ``eos_token_id`` keeps config.json's EOS
+    from ending rows, as NxDI's own ``utils/benchmark.py`` does."""
+    return {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask, "max_new_tokens": max_new_tokens,
+            "do_sample": False, "top_k": 1, "pad_token_id": PAD_TOKEN_ID, "eos_token_id": []}
+
+
+def decode_attention_mask(positions: torch.Tensor, width: int) -> torch.Tensor:
+    """The attention mask of a token-generation step: ones exactly at the KV slots below each row's
+    position (NxDI ``attention_base.compute_for_token_gen``: ``mask[..., i]`` only when
+    ``i < computed_context_len``). Context encoding writes the whole bucket into the KV cache, pad
+    slots included, so a mask that merely appends a one per step attends to stale pad slots."""
+    return (torch.arange(width).unsqueeze(0) < positions.reshape(-1, 1)).to(torch.long)
+
+
+def generated_tokens(output_ids: torch.Tensor, prompt_width: int, rows: int, max_new_tokens: int) -> torch.Tensor:
+    """The new tokens of the real rows from the adapter's output (prompt + continuation)."""
+    new = output_ids[:rows, prompt_width:]
+    if new.shape[1] != max_new_tokens:
+        raise BackendError(f"NxDI generated {new.shape[1]} tokens per row, expected exactly {max_new_tokens} "
+                           "(EOS should be disabled)")
+    return new
+
+
+class SubmodelLatency:
+    """Per-sub-model latency, collected with forward hooks as NxDI's ``utils/benchmark.py`` does
+    (its LatencyCollector uses time.time(); perf_counter here)."""
+
+    def __init__(self) -> None:
+        self.ms: list[float] = []
+        self._start = 0.0
+
+    def pre_hook(self, *_: Any) -> None:
+        self._start = time.perf_counter()
+
+    def hook(self, *_: Any) -> None:
+        self.ms.append((time.perf_counter() - self._start) * 1000.0)
+
+    def attach(self, module: Any) -> None:
+        module.register_forward_pre_hook(self.pre_hook)
+        module.register_forward_hook(self.hook)
+
+
+def smoke_generate(adapter: Any, batch_size: int) -> None:
+    """Two greedy tokens from a one-token prompt through the adapter, once at load: an NxDI build
+    that cannot generate (0.9.0 at commit c63afe0: an undefined ``tensor_capture_hook`` in
+    ``hf_adapter.py``) fails here with its error, before any figure is taken."""
+    ids = torch.tensor([[151669, 151672]] * batch_size)  # <dna> AAAAAA
+    batch = Batch(ids, torch.ones_like(ids))
+    try:
+        out = adapter.generate(**adapter_generate_kwargs(batch, 2))
+    except Exception as exc:  # any failure of the installed NxDI build, reported as such
+        raise BackendError(f"the installed NxDI build cannot generate ({type(exc).__name__}: {exc}); "
+                           "check which NxDI build this is (run manifest: nxdi_build)") from exc
+    generated_tokens(out, 2, batch_size, 2)
+
+
+def nxdi_model(checkpoint: Path, kwargs: Mapping[str, Any]) -> Any:
+    """NxDI's Llama for a checkpoint, configured as the reference runs (not yet compiled or moved)."""
+    from neuronx_distributed_inference.models.config import NeuronConfig
+    from neuronx_distributed_inference.models.llama.modeling_llama import LlamaInferenceConfig, NeuronLlamaForCausalLM
+    from neuronx_distributed_inference.utils.hf_adapter import load_pretrained_config
+
+    config = LlamaInferenceConfig(NeuronConfig(**kwargs), load_config=load_pretrained_config(str(checkpoint)),
+                                  **inference_config_kwargs())
+    return NeuronLlamaForCausalLM(str(checkpoint), config)
+
+
+MIN_PROMPT_TOKENS = 2
+
+
+def check_prompt_lengths(batch: Batch) -> None:
+    """NxDI 0.9 pads position ids with 1 (``model_wrapper.py``) and takes the context-encoding
+    output at ``torch.max(position_ids).indices`` (``model_base.py``): for a one-token prompt that is
+    the first pad slot, so its first token comes from a pad (measured in the CPU tier: the tokens
+    differ from transformers'). A one-token prompt, such as ``<dna>`` alone, is refused."""
+    short = [i for i, n in enumerate(batch.prompt_lengths.tolist()) if n < MIN_PROMPT_TOKENS]
+    if short:
+        raise BackendError(f"rows {short} have a {MIN_PROMPT_TOKENS - 1}-token prompt: NxDI 0.9 reads a pad slot for "
+                           f"them (position ids padded with 1); give at least {MIN_PROMPT_TOKENS} tokens")
+
+
+class NeuronEngine(Engine):
+    """NxDI's Llama through its public API: compiled on a Trainium2 host (content-addressed cache),
+    or in NxDI's CPU mode (``cpu=True``: ``to_cpu()`` instead of compile/load)."""
+
+    def __init__(self, checkpoint: Path, shape: RunShape, model_name: str, cache_dir: Path | None = None,
+                 variants: Iterable[str] = (), hardware: str = "trn2.3xlarge", cpu: bool = False,
+                 nxdi_source: Path | None = None) -> None:
+        if cpu:
+            from harness.backends.neuron.stubs import NeuronImportError, install
+
+            try:
+                install(nxdi_source)
+            except NeuronImportError as exc:
+                raise BackendError(str(exc)) from None
+        else:
+            reason = neuron_unavailable_reason()
+            if reason:
+                raise BackendError(f"the neuron backend cannot run here: {reason}")
+        from neuronx_distributed_inference.utils.hf_adapter import HuggingFaceGenerationAdapter
+
+        from harness.carbon.checkpoint import fingerprint
+        from harness.core.hardware import get_profile
+        from harness.core.plan import make_plan
+
+        self.shape, self.cpu, self.checkpoint = shape, cpu, checkpoint
+        self.variants = check_compile_variants(variants)
+        unsupported = {v: NOT_ON_CPU[v] for v in self.variants if cpu and v in NOT_ON_CPU}
+        if unsupported:
+            raise BackendError(f"NxDI's CPU mode cannot run variants {unsupported}: measure them on a Trainium2 device")
+        spec = MODELS.get(model_name)  # a checkpoint of unknown architecture is compiled without a plan
+        self.kwargs = neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu)
+        planned = None
+        if spec is not None:
+            tp = self.kwargs["tp_degree"]
+            plan = make_plan(spec, shape if tp == shape.tp_degree else replace(shape, tp_degree=tp),
+                             get_profile(hardware))
+            if not plan.context_fits:
+                raise BackendError(plan.context_message())  # before any compile
+            if plan.fits is False and not cpu:
+                raise BackendError(plan.unfit_message())
+            planned = plan.sharding
+        self.build = nxdi_build()
+        self.versions = {**neuron_versions(), **{k: v for k, v in self.build.items() if k.endswith("_sha256")}}
+        self.fingerprint = fingerprint(checkpoint)
+        self.cache_root = Path(cache_dir or "~/.cache/carbon-harness").expanduser() / "neuron"
+        start = time.perf_counter()
+        self.model, compile_s, key, artifact_dir, lines = self._make(self.kwargs)
+        load_s = time.perf_counter() - start - (compile_s or 0.0)
+        records = load_sharding_log(artifact_dir / SHARDING_FILE) if artifact_dir is not None else None
+        self.sharding_log = records if records is not None else parse_sharding_log(lines)
+        extra: dict[str, Any] = {"artifact_key": key.digest if key else None,
+                                 "artifact_dir": str(artifact_dir) if artifact_dir else None,
+                                 "attention_sharding": observed_strategy(self.sharding_log),
+                                 "variants": list(self.variants), "kernels": baseline_kernels(self.kwargs),
+                                 "nxdi_mode": "cpu" if cpu else "device", "nxdi_build": self.build,
+                                 "tp_degree": self.kwargs["tp_degree"],
+                                 "cte_bucket": self.kwargs["context_encoding_buckets"][0],
+                                 # pre-sharded weights are loaded from the artifact; load includes warm-up
+                                 "load_includes": "weight sharding in memory (CPU mode)" if cpu else
+                                                  "pre-sharded weights from the artifact, warm-up"}
+        if planned is not None:
+            extra["attention_sharding_planned"] = planned.strategy
+            mismatch = check_sharding(planned, self.sharding_log)
+            if mismatch:
+                extra["attention_sharding_mismatch"] = mismatch
+        self.adapter = HuggingFaceGenerationAdapter(self.model)
+        self.cte, self.tkg = SubmodelLatency(), SubmodelLatency()
+        self.cte.attach(self.model.context_encoding_model)
+        self.tkg.attach(self.model.token_generation_model)
+        smoke_generate(self.adapter, shape.batch_size)
+        dtype = "fp32" if self.kwargs["torch_dtype"] == "float32" else "bf16"
+        self.info = EngineInfo("neuron", model_name, str(checkpoint), shape.name, "cpu" if cpu else "neuron", dtype,
+                               load_s, compile_s, extra=extra)
+        self._logits_model: Any = None
+        self._active: Any = self.model
+        self._rows = 0
+        self._positions: torch.Tensor | None = None
+        self._mask: torch.Tensor | None = None
+        self._next: torch.Tensor | None = None
+        self._steps = 0
+        self._width = 0
+
+    def _make(self, kwargs: dict[str, Any]) -> tuple[Any, float | None, ArtifactKey | None, Path | None, list[str]]:
+        """A ready model for these kwargs: CPU mode builds it in memory, a device compiles once into
+        the cache and loads. Returns the model, compile seconds (None: nothing compiled), the
+        artifact key and directory (None on CPU) and NxDI's log lines."""
+        def make_model() -> Any:
+            return nxdi_model(self.checkpoint, kwargs)
+
+        env = variant_env(self.variants)
+        if self.cpu:
+            if not torch.distributed.is_initialized():
+                os.environ["MASTER_PORT"] = str(free_port())
+            with environment(env), capture_neuron_logs() as lines:
+                model = make_model()
+                model.to_cpu()
+            return model, None, None, None, lines
+
+        from harness.core.storage import atomic_write_json, build_once
+
+        key = neuron_artifact_key(self.fingerprint, self.shape, kwargs, self.versions, compile_env_key(self.variants))
+        cache = self.cache_root / key.digest
+        compile_s = None
+
+        def build(tmp: Path) -> None:
+            nonlocal compile_s
+            start = time.perf_counter()
+            work = compile_work_dir(tmp)
+            with environment({**env, "BASE_COMPILE_WORK_DIR": str(work) + "/"}), capture_neuron_logs() as lines:
+                make_model().compile(str(tmp) + "/")
+            compile_s = time.perf_counter() - start
+            save_sharding_log(tmp / SHARDING_FILE, parse_sharding_log(lines))
+            atomic_write_json(tmp / KEY_FILE, json.loads(key.canonical()))
+
+        def validate(path: Path) -> None:
+            problem = compiled_dir_problem(path, key)
+            if problem:
+                raise BackendError(problem)
+
+        build_once(cache, build, validate)
+        with environment(env), capture_neuron_logs() as lines:
+            model = make_model()
+            model.load(str(cache) + "/")
+        return model, compile_s, key, cache, lines
+
+    def logits_model(self) -> Any:
+        """The output-logits build, made on first use: accuracy needs logits, speed must not pay
+        for gathering them (a separate artifact on a device)."""
+        if self._logits_model is None:
+            self._logits_model = self._make({**self.kwargs, "output_logits": True})[0]
+        return self._logits_model
+
+    def _sampling_params(self) -> torch.Tensor:
+        from neuronx_distributed_inference.modules.generation.sampling import prepare_sampling_params
+
+        return prepare_sampling_params(self.shape.batch_size)
+
+    def check_batch(self, batch: Batch, max_new_tokens: int = 0) -> None:
+        super().check_batch(batch, max_new_tokens)
+        check_prompt_lengths(batch)
+
+    def reset(self) -> None:
+        self.model.reset()
+        if self._logits_model is not None:
+            self._logits_model.reset()
+        self._active = self.model
+        self._mask, self._next, self._steps = None, None, 0
+
+    @property
+    def steps_left(self) -> int:
+        return 0 if self._mask is None else self.shape.seq_len - (self._width + self._steps)
+
+    def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> Any:
+        """One call of the model as HuggingFaceGenerationAdapter makes it."""
+        return self._active(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                            seq_ids=torch.arange(self.shape.batch_size), sampling_params=self._sampling_params())
+
+    def _prefill(self, batch: Batch, model: Any = None) -> Any:
+        self.check_batch(batch)
+        self.reset()
+        self._active = model if model is not None else self.model
+        self._rows = batch.size
+        full = pad_rows(batch, self.shape.batch_size)
+        mask = full.attention_mask
+        positions = mask.long().cumsum(-1) - 1
+        positions.masked_fill_(mask == 0, 1)
+        out = self._forward(full.input_ids, mask, positions)
+        self._mask, self._width = mask, full.input_ids.shape[1]
+        self._positions = positions.amax(1, keepdim=True)
+        return out
+
+    def _decode(self, tokens: torch.Tensor) -> Any:
+        if self._mask is None or self._positions is None:
+            raise RuntimeError("decode_step() before prefill(): nothing to decode from")
+        bsz = self.shape.batch_size
+        self._positions = self._positions + 1
+        self._mask = decode_attention_mask(self._positions, self._width + self._steps)
+        out = self._forward(tokens.reshape(bsz, 1), self._mask, self._positions)
+        self._steps += 1
+        return out
+
+    def prefill(self, batch: Batch) -> torch.Tensor:
+        self._next = self._prefill(batch).tokens.reshape(self.shape.batch_size, -1)[:, -1].long()
+        return self._next[: self._rows]
+
+    def decode_step(self) -> torch.Tensor:
+        if self._next is None:
+            raise RuntimeError("decode_step() before prefill(): nothing to decode from")
+        self._next = self._decode(self._next).tokens.reshape(self.shape.batch_size, -1)[:, -1].long()
+        return self._next[: self._rows]
+
+    def generate(self, batch: Batch, max_new_tokens: int, select: Selector | None = None) -> GenerationResult:
+        """Through NxDI's HuggingFaceGenerationAdapter, as the reference runs; CTE/TKG latency from
+        forward hooks on the two sub-models."""
+        if select is not None:
+            raise NotImplementedError("on-device greedy sampling returns tokens, not per-step logits to select from")
+        self.check_batch(batch, max_new_tokens)
+        full = pad_rows(batch, self.shape.batch_size)
+        self.reset()
+        self.cte.ms.clear()
+        self.tkg.ms.clear()
+        with Timer() as total:
+            out = self.adapter.generate(**adapter_generate_kwargs(full, max_new_tokens))
+        tokens = generated_tokens(out, full.input_ids.shape[1], batch.size, max_new_tokens)
+        return GenerationResult(tokens, self.cte.ms[-1], list(self.tkg.ms), total.ms)
+
+    def continuation_logits(self, batch: Batch, continuation: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits ``[B * N, V]`` from the output-logits build: the prefill's last
+        position, then decode steps fed the given tokens (NxD's re-feeding loop, without waiting
+        for a divergence)."""
+        self.check_batch(batch, continuation.shape[1])
+        model = self.logits_model()
+        steps = [self._prefill(batch, model).logits[:, -1].float()]
+        for i in range(continuation.shape[1] - 1):
+            forced = torch.cat([continuation[:, i], continuation[-1:, i].expand(self.shape.batch_size - batch.size)])
+            steps.append(self._decode(forced).logits[:, -1].float())
+        logits = torch.stack(steps, dim=1)[: batch.size]  # [B, N, V]
+        self.reset()
+        return logits.reshape(-1, logits.shape[-1])
+
+    def logits(self, batch: Batch) -> torch.Tensor:
+        raise NotImplementedError("the compiled model returns logits per generated position only: "
+                                  "use continuation_logits()")
+
+    def close(self) -> None:
+        self.reset()
+        del self.adapter, self.model, self._logits_model, self._active

@@ -1,0 +1,7 @@
+"""TODO docstring: harness.backends.base"""
+
+from __future__ import annotations
+
+
+class BackendError(RuntimeError):
+    """A backend cannot run here; the message says what to provide."""

