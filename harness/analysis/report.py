@@ -1,4 +1,5 @@
-"""TODO docstring: harness.analysis.report"""
+"""Human-readable views of harness results: the markdown table (with cost columns where the
+hardware has a price) and the throughput plot."""
 
 from __future__ import annotations
 

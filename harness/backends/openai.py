@@ -1,4 +1,6 @@
-"""TODO docstring: harness.backends.openai"""
+"""The engine adapter over an OpenAI-compatible server: a static batch sent as concurrent streamed
+requests through the torch-free client (``harness.serving.client``), read back as a
+``GenerationResult`` with the server's own timings per request."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""TODO docstring: harness.carbon.tokenizer"""
+"""The DNA side of Carbon's tokenizer as whole-array operations: the published region scan over
+``<dna>`` / ``</dna>``, and DNA content to 6-mer ids (strip, case policy, ``<oov>`` for non-ACGT
+blocks, A-padding of a trailing partial block) without a Python step per 6-mer."""
 
 from __future__ import annotations
 

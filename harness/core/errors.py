@@ -1,4 +1,4 @@
-"""TODO docstring: harness.backends.base"""
+"""Errors every layer may raise."""
 
 from __future__ import annotations
 

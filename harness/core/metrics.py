@@ -1,4 +1,6 @@
-"""TODO docstring: harness.serving.metrics, harness.workloads.speculative, harness.analysis.figures, harness.analysis.gates"""
+"""Every figure name the harness reports, in one place: what benchmarks put in ``extra_info``,
+which of them a threshold may gate and in which direction, and the shape labels they gate under.
+A threshold or a compare tolerance that names anything else is refused at start."""
 
 from __future__ import annotations
 
@@ -9,28 +11,26 @@ STATS = ("mean", "median", "std", "p90", "p99")
 SLO_METRICS = ("ttft", "tpot", "e2el")  # what vLLM's --goodput accepts
 SERVING_FIGURES = tuple(f"{s}_{m}_ms" for m in LATENCIES for s in STATS) + (
     "request_throughput", "output_throughput", "total_token_throughput", "completed", "failed")
-
-
-# The figures every speculative benchmark reports (also gate metric names, see harness.gates.METRICS).
-SPECULATIVE_FIGURES = ("spec_acceptance_rate", "spec_tokens_per_step", "spec_draft_ms_per_step", "spec_verify_ms_per_step",
-                "spec_speedup", "tokens_per_s", "bp_per_s")
+# The figures every speculative benchmark reports.
+SPECULATIVE_FIGURES = ("spec_acceptance_rate", "spec_tokens_per_step", "spec_draft_ms_per_step",
+                       "spec_verify_ms_per_step", "spec_speedup", "tokens_per_s", "bp_per_s")
 
 
 FIGURES = ("cte_ms_p50", "cte_ms_p99", "tkg_ms_p50", "tkg_ms_p99", "e2e_ms_p50", "tokens_per_s", "bp_per_s",
            "kbp_per_s", "valid_dna_fraction", "tkg_roofline_fraction",
-           # scoring workloads: computed by harness.scoring.scoring_figures
+           # scoring workloads: computed by harness.workloads.scoring.scoring_figures
            "variants_per_s", "scored_kbp_per_s", "usd_per_million_variants", "scoring_ms_p50")
 # Every figure some benchmark reports to the gate, with its direction: "max" where lower is better
 # (times), "min" where higher is better. Thresholds may name only these (a threshold on a figure no
 # benchmark produces would gate nothing).
-GATED_FIGURES: dict[str, str] = {
+METRICS: dict[str, str] = {
     "cte_ms_p50": "max", "cte_ms_p99": "max", "tkg_ms_p50": "max", "tkg_ms_p99": "max", "e2e_ms_p50": "max",
     "tokens_per_s": "min", "bp_per_s": "min", "kbp_per_s": "min", "valid_dna_fraction": "min",
     "tkg_roofline_fraction": "min",
     "compile_s": "max", "load_s": "max",  # tests/perf/test_compile.py (neuron)
     "dna_encode_speedup": "min", "mixed_encode_speedup": "min",  # tests/perf/test_tokenizer_speed.py
     # serving, under vLLM's names (harness.serving.metrics; static-batch backends report them too)
-    **{f"{stat}_{name}_ms": "max" for stat in ("mean", "median", "p90", "p99") for name in ("ttft", "tpot", "itl", "e2el")},
+    **{f"{stat}_{name}_ms": "max" for stat in STATS if stat != "std" for name in LATENCIES},
     "request_throughput": "min", "output_throughput": "min", "total_token_throughput": "min",
     "request_goodput": "min", "goodput_fraction": "min",
     # speculative decoding (harness.workloads.speculative, tests/perf/test_speculative.py)
@@ -52,8 +52,3 @@ EXTRA_SHAPE_LABELS = (
     "serving-speculative-ends", *(f"serving-speculative-{draft}" for draft in (*MODELS, "self")),
 )
 DECODINGS = ("fns",)  # test_suites gates "<shape>-<decoding>" for non-direct decoding
-
-
-# Metric name -> direction: "max" for lower-is-better (times), "min" for higher-is-better. Only the
-# figures some benchmark produces (harness.analysis.figures), so a threshold cannot name one that never comes.
-METRICS: dict[str, str] = dict(GATED_FIGURES)

@@ -1,4 +1,6 @@
-"""TODO docstring: harness.workloads.speculative"""
+"""Speculative decoding as numbers, with no engine: speculation length and acceptance checks, the
+expected tokens per verification step and the predicted speedup, the workloads (cases) the
+benchmarks run, and the shape labels they gate under. ``carbon-harness plan --draft`` uses only this."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ interval); the ratio of the two resampled medians, new / base, gives a distribut
 bootstrap). ``compare`` calls a regression only when the whole interval of the change lies beyond
 the tolerance: the point estimate is worse than the tolerance AND that is significant at the
 one-sided level ``(1 - confidence) / 2`` (2.5% at the default 95%). A true change exactly at the
-tolerance is then flagged at most about 2.5% of the time; tests/unit/test_report.py measures the
+tolerance is then flagged at most about 2.5% of the time; tests/unit/analysis/test_report.py measures the
 false-alarm rate of a 3% change under a 5% tolerance and the detection rate of a 10% one.
 """
 

@@ -1,4 +1,6 @@
-"""TODO docstring: harness.carbon.tokenizer"""
+"""Carbon's vocabulary as numbers: the Qwen3 BPE block, the DNA block after it (specials, the 4,096
+6-mers in ``itertools.product("ATCG")`` order, unused fillers), pad id 151643, and the layout a
+checkpoint's ``dna_config.json`` must agree with. Everything that names a token id imports it here."""
 
 from __future__ import annotations
 
@@ -8,8 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 QWEN3_VOCAB_SIZE = 151669  # BPE ids plus Qwen3's added tokens: the DNA block starts here.
-
-
 PAD_TOKEN_ID = 151643  # <|endoftext|>: pad and eos of the tokenizer
 PAD_TOKEN = "<|endoftext|>"
 DNA_BEGIN = "<dna>"

@@ -1,4 +1,5 @@
-"""TODO docstring: harness.plugin.hooks"""
+"""The plugin's keys into ``config.stash``: the session, and the figures it could not gate. Apart
+from the hooks so that the fixtures and benchmark hooks read them without importing the hooks."""
 
 from __future__ import annotations
 

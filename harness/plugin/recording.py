@@ -1,4 +1,6 @@
-"""TODO docstring: harness.core.measure, harness.plugin.fixtures"""
+"""Helpers the benchmark tests call to record what they measured: pytest-benchmark's timed rounds,
+the results of the timed rounds only, each benchmark's context (model, shape, backend, batch...),
+and whether a speed gate applies to this run (only when ``-m`` selects perf)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring: harness.session"""
+"""The run manifest: every number carries its context (package versions, NxDI build, hardware,
+CPU, git sha, options, engines with their load times), written into ``machine_info.carbon_harness``."""
 
 from __future__ import annotations
 

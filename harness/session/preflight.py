@@ -1,4 +1,6 @@
-"""TODO docstring: harness.session"""
+"""Checks made once at start, before any test: can the chosen backend run here (for NxDI's CPU
+mode: does the given NxDI import, stubbing only the Neuron-only packages), and the header line that
+says whether the NxDI CPU tier runs and what would enable it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring: harness.session"""
+"""What each pytest-xdist worker takes of the host: its own NeuronCores on a multi-chip host, and
+its share of the CPUs for torch's threads."""
 
 from __future__ import annotations
 

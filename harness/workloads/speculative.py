@@ -313,5 +313,5 @@ def loop_unavailable_reason(backend: str, neuron_cpu: bool = False) -> str | Non
 
         cpu = neuron_speculation_unavailable_reason("cpu") if neuron_cpu else None
         return ("the harness does not run NxDI speculation yet: harness.backends.neuron.config builds its kwargs, "
-                "checked against NxDI's own NeuronConfig in tests/unit/test_speculative.py" + (f"; {cpu}" if cpu else ""))
+                "checked against NxDI's own NeuronConfig in tests/unit/workloads/test_speculative.py" + (f"; {cpu}" if cpu else ""))
     return f"the speculative loop runs on the hf backend, not {backend}"

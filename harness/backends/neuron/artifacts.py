@@ -1,4 +1,6 @@
-"""TODO docstring: harness.backends.neuron"""
+"""Compiled NxDI artifacts: what goes into their content-addressed key (checkpoint fingerprint,
+NeuronConfig kwargs, compile environment, Neuron package versions, NxDI source digest), whether a
+cached directory is complete, and the GQA sharding log NxDI writes while compiling."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring: harness.backends.neuron, harness.backends.neuron.config"""
+"""What a host can run of NxDI: whether the Neuron stack and devices are here (and speculation on
+this hardware), and which NeuronCores each pytest-xdist worker takes."""
 
 from __future__ import annotations
 

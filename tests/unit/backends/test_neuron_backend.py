@@ -40,7 +40,7 @@ from harness.core.errors import BackendError
 from harness.core.plan import CONVERT_TO_MHA, REPLICATE, attention_sharding
 from harness.core.spec import MODELS, SHAPES
 from harness.core.storage import build_once
-from tests.unit.conftest import child_env, run_in_processes
+from tests.unit.conftest import REPO, child_env, run_in_processes
 
 pytestmark = pytest.mark.unit
 
@@ -144,7 +144,7 @@ def test_package_digest_changes_with_the_source(tmp_path):
 def test_neuron_extra_pins_both_neuron_libraries():
     import tomllib
 
-    extra = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())
     pins = extra["project"]["optional-dependencies"]["neuron"]
     assert "neuronx-distributed-inference==0.9.*" in pins and "neuronx-distributed==0.18.*" in pins
 

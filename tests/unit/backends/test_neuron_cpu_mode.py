@@ -13,10 +13,10 @@ import pytest
 from harness.backends.neuron.stubs import NeuronImportError, source_roots
 from harness.session.config import make_config
 from harness.session.engines import engines_to_unload
+from tests.unit.conftest import REPO
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def make_tree(root: Path, *packages: str) -> Path:
@@ -91,7 +91,7 @@ def test_an_nxdi_that_fails_to_import_stops_the_session_with_its_error(tmp_path)
     models.mkdir()
     (models / "__init__.py").write_text("")
     (models / "config.py").write_text("from transformers import RenamedInThisRelease\n")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", "tests/unit/test_spec.py",
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", "tests/unit/core/test_spec.py",
                         "--carbon-backend", "neuron", "--carbon-neuron-cpu", "--carbon-nxdi-source", str(source)],
                        capture_output=True, text=True, timeout=120, cwd=REPO)
     assert r.returncode == 4, r.stdout + r.stderr

@@ -27,10 +27,10 @@ from harness.workloads.speculative import (
     combine_results,
     loop_unavailable_reason,
 )
+from tests.unit.conftest import REPO
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 # -- the math ---------------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def test_real_nxdi_builds_and_round_trips_the_speculation_config(nxdi_source, tm
                "target_checkpoint": str(write_checkpoint("carbon-3b", tmp_path / "3b", config_only=True, progress=None)),
                "draft_checkpoint": str(write_checkpoint("carbon-500m", tmp_path / "500m", config_only=True,
                                                         progress=None))}
-    r = subprocess.run([sys.executable, str(Path(__file__).with_name("nxdi_speculation_probe.py")), str(nxdi_source),
+    r = subprocess.run([sys.executable, str(REPO / "tests/unit/backends/nxdi_speculation_probe.py"), str(nxdi_source),
                         str(tmp_path)], input=json.dumps(request), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])

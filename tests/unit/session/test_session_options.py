@@ -58,7 +58,7 @@ def test_counts_and_prices_are_bounded(parse, value, message):
     (["--carbon-runs", "1000000000"], "'1000000000' must be at most 10000"),
 ])
 def test_the_plugin_turns_them_into_one_usage_error(tmp_path, args, message):
-    r = run_pytest("--collect-only", "-q", "tests/unit/test_measure.py", *args, cache_dir=tmp_path / "cache")
+    r = run_pytest("--collect-only", "-q", "tests/unit/core/test_measure.py", *args, cache_dir=tmp_path / "cache")
     assert r.returncode == 4, r.stdout + r.stderr
     assert message in r.stderr and "Traceback" not in r.stderr
 
