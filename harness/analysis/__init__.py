@@ -1,0 +1,1 @@
+"""Figures, gates, results, reports and comparisons of runs."""

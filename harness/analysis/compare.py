@@ -1,5 +1,6 @@
-"""Reading pytest-benchmark JSON back: the reference tables, a throughput plot, and comparison
-of two runs (the release gate)."""
+"""Comparison of two runs (the release gate): each figure's change with a bootstrap interval where
+both runs have samples, against a tolerance per metric, failing on a regression, on a benchmark or
+figure the base run had and the new one lacks, and on a value that is not a finite number."""
 
 from __future__ import annotations
 

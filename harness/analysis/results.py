@@ -1,5 +1,6 @@
-"""NxDI's ``benchmark_report.json``, read and written, so harness numbers line up with the ones
-teams already get from NxDI's ``benchmark_sampling``.
+"""Results read back, from either source, into one ``BenchResult`` list: the harness's
+pytest-benchmark JSON (with every round's samples), and NxDI's ``benchmark_report.json``, read and
+written, so harness numbers line up with the ones teams already get from NxDI's ``benchmark_sampling``.
 
 Format (neuronx_distributed_inference/utils/benchmark.py ``generate_report``): one object per
 sub-model, ``e2e_model``, ``context_encoding_model``, ``token_generation_model`` (others such as

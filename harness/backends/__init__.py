@@ -1,6 +1,6 @@
 """Backends: one Engine class per runtime, created through ``make_engine``.
 
-Only ``backends/neuron.py`` may import NxDI / torch_neuronx, and only lazily, so every backend
+Only ``backends/neuron/`` may import NxDI / torch_neuronx, and only lazily, so every backend
 module imports on any machine.
 """
 

@@ -1,0 +1,1 @@
+"""The Carbon model family's own formats: tokenizer, checkpoints, DNA suites, FNS, variant files."""

@@ -1,0 +1,1 @@
+"""Names, numbers and local files: no torch, transformers, pytest or network."""

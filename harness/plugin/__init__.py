@@ -1,0 +1,1 @@
+"""The pytest plugin: the only package that imports pytest."""

@@ -1,0 +1,1 @@
+"""OpenAI-compatible serving: the torch-free client, vLLM-named metrics, load, the vLLM server process."""

@@ -1,4 +1,5 @@
-"""An engine over an OpenAI-compatible ``/v1/completions`` endpoint (vLLM, vLLM-on-Neuron, SGLang).
+"""The torch-free client of an OpenAI-compatible ``/v1/completions`` endpoint (vLLM, vLLM-on-Neuron,
+SGLang), as vLLM's benchmark ``lib/`` is to vLLM: it never imports the engines it measures.
 
 Prompts go as token ids from the harness tokenizer, outputs come back as ids (``return_token_ids``)
 and are counted as such, never re-tokenized. Every request is greedy (``temperature 0``) with a

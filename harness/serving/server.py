@@ -149,7 +149,7 @@ class VLLMServer:
     max_logprobs: int = 4096
     extra_args: Sequence[str] = ()
     env: dict[str, str] = field(default_factory=dict)
-    # vLLM's --speculative-config (harness.speculative_serving.vllm_speculative_config), or None
+    # vLLM's --speculative-config (harness.serving.speculative.vllm_speculative_config), or None
     speculative_config: dict[str, Any] | None = None
     cpu_bind: str | None = None  # VLLM_CPU_OMP_THREADS_BIND (speculative_cpu_bind); None: vLLM's "auto"
     proc: subprocess.Popen | None = None

@@ -1,0 +1,1 @@
+"""A harness session: its configuration, engines, servers, preflight checks and run manifest."""

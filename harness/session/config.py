@@ -1,8 +1,8 @@
-"""Run-level state of a harness session: what to measure, on what, and the engines built once.
+"""What a session measures, on what: the pytest options turned into one ``HarnessConfig``.
 
-Parsed from pytest options once at configure time so that bad input (an unknown model, a
-thresholds file with a typo, a backend that cannot run here) stops the session before any test,
-with one message.
+Parsed once at configure time so that bad input (an unknown model, a thresholds file with a
+typo, a backend that cannot run here) stops the session before any test, with one message that
+names the option.
 """
 
 from __future__ import annotations

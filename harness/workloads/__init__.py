@@ -1,0 +1,1 @@
+"""What runs on an engine: speculative decoding, scoring, accuracy, golden outputs."""

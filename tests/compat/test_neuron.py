@@ -283,7 +283,7 @@ def test_one_token_prompts_are_refused(nxdi_cpu_engine):
 
 def test_nxdi_still_reads_a_pad_slot_for_one_token_prompts(nxdi_cpu_engine, hf_reference):
     """The NxDI behaviour behind that refusal, through NxDI's own adapter. When a new NxDI release
-    fixes it, this fails: then lift ``MIN_PROMPT_TOKENS`` in harness/backends/neuron.py."""
+    fixes it, this fails: then lift ``MIN_PROMPT_TOKENS`` in harness/backends/neuron/engine.py."""
     from harness.backends.neuron.engine import adapter_generate_kwargs, pad_rows
 
     engine = nxdi_cpu_engine(SMOKE_BS3)

@@ -105,7 +105,7 @@ def test_figures_agree_with_vllm_bench(carbon_session, carbon_endpoint, tmp_path
     side, each at the workload's concurrency, so a busy machine slows both alike; the median of the
     per-round differences is gated. A metric under "reported_not_gated" is compared and reported with
     a warning, never silently dropped. A round in which either client read its streams in bursts
-    (``harness.vllm_agreement.read_in_bursts``: the box starved the clients, so neither measured the
+    (``harness.serving.agreement.read_in_bursts``: the box starved the clients, so neither measured the
     server) is left out of the comparison and reported; rounds go on until ``rounds`` smooth ones
     (at most ``max_rounds``), and with none the test fails, saying so."""
     from harness.serving.server import VLLM_INSTALL_HINT, run_agreement, serving_tokenizer_dir, vllm_python

@@ -1,7 +1,8 @@
-"""NxDI 0.9 speculative decoding, the pure part: the ``NeuronConfig`` kwargs of a target with a draft
-as ``inference_demo.py`` builds them (``speculation_length``, ``enable_fused_speculation``, the
-draft's own config with speculation switched off). NxDI's CPU mode rejects speculation, so running
-it is Trainium-only; ``tests/unit/nxdi_speculation_probe.py`` builds NxDI's real configs from these."""
+"""Every NeuronConfig the harness builds, as data: the reference runs' generation kwargs and the
+compile variants against them (``CompileVariant``), the speculative target and draft as NxDI's
+``inference_demo.py`` builds them (NxDI's CPU mode rejects speculation, so running it is
+Trainium-only; ``tests/unit/backends/nxdi_speculation_probe.py`` builds NxDI's real configs from
+these), and the scoring artifact's context-encoding-only config. Pure functions, tested anywhere."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
-"""NxD Inference backend for Trainium2 (NxDI 0.9, Neuron SDK 2.29).
+"""``NeuronEngine``: NxDI's Llama through its public API, on a Trainium2 device or in NxDI's CPU mode.
 
-Everything that decides something is a pure function here and is tested on any machine:
-``neuron_config_kwargs`` (what the reference runs compiled), ``neuron_artifact_key``,
-``compiled_dir_problem`` (is a cached artifact complete?), ``parse_sharding_log`` /
-``check_sharding`` (NxDI's GQA override against ``harness.core.plan``), ``visible_cores`` (xdist
-workers on a multi-chip host), ``decode_attention_mask`` and ``neuron_unavailable_reason``.
-
-``NeuronEngine`` runs NxDI's real model code in two modes: on a Trainium2 host (compile into the
-content-addressed cache, load) and in NxDI's own CPU mode (``on_cpu=True``, ``to_cpu()``, tp 1,
-``max_context_length == seq_len``), where only the Neuron-only binary packages are stubbed
-(``harness.backends.neuron.stubs``). Both modes share every other code path: prefill / decode
-steps, ``HuggingFaceGenerationAdapter.generate``, teacher-forced logits, ``reset()``, the latency
-hooks and the GQA log. NxDI is imported lazily, so this module imports on a machine without it.
+Both modes share every code path but compile / load: prefill and decode steps,
+``HuggingFaceGenerationAdapter.generate``, teacher-forced logits, ``reset()``, the per-sub-model
+latency hooks and the GQA log. A build that cannot generate fails at load (``smoke_generate``).
 """
 
 from __future__ import annotations
