@@ -11,9 +11,8 @@ from typing import Any
 
 from harness.backends.base import Engine
 from harness.core.errors import BackendError
+from harness.core.options import BACKENDS
 from harness.core.spec import RunShape
-
-BACKENDS = ("hf", "neuron", "openai")
 
 
 def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",

@@ -7,6 +7,7 @@ import argparse
 import math
 from collections.abc import Callable
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from harness.core.hardware import get_profile
 from harness.core.spec import get_model, get_shape
@@ -17,6 +18,8 @@ T = TypeVar("T")
 # line, not run for days. Far above any useful value (the reference runs use 20 runs, 1 warm-up).
 MAX_RUNS = 10_000
 MAX_WARMUP = 1_000
+BACKENDS = ("hf", "neuron", "openai")
+SERVE_CHOICES = ("vllm",)  # servers a session can start itself (--carbon-serve)
 
 
 def _parse_int(value: str, minimum: int, requirement: str, maximum: int | None = None) -> int:
@@ -115,3 +118,24 @@ def parse_confidence(value: str) -> float:
     if not 0.5 <= x < 1:
         raise argparse.ArgumentTypeError(f"{value!r} must be at least 0.5 and below 1, such as 0.95")
     return x
+
+
+def parse_backend(value: str) -> str:
+    if value not in BACKENDS:
+        raise ValueError(f"--carbon-backend {value!r}; known backends: {', '.join(BACKENDS)}")
+    return value
+
+
+def parse_serve(value: str) -> str:
+    if value not in SERVE_CHOICES:
+        raise ValueError(f"--carbon-serve {value!r}; known servers: {', '.join(SERVE_CHOICES)}")
+    return value
+
+
+def parse_endpoint(url: str) -> str:
+    """The server's base URL (``http://HOST:PORT``, an optional trailing ``/v1`` dropped)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--carbon-endpoint {url!r}: expected http(s)://HOST:PORT of an OpenAI-compatible server")
+    base = url.strip().rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base

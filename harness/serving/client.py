@@ -22,9 +22,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from harness.core.errors import BackendError
+from harness.core.options import parse_endpoint
 
 API_KEY_ENV = "CARBON_API_KEY"
 INSTALL_HINT = "pip install 'carbon-harness[serving]' (aiohttp)"
@@ -61,15 +61,6 @@ class RequestResult:
         if self.ttft_ms is None or self.output_len < 2:
             return None
         return (self.e2el_ms - self.ttft_ms) / (self.output_len - 1)
-
-
-def parse_endpoint(url: str) -> str:
-    """The server's base URL (``http://HOST:PORT``, an optional trailing ``/v1`` dropped)."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--carbon-endpoint {url!r}: expected http(s)://HOST:PORT of an OpenAI-compatible server")
-    base = url.strip().rstrip("/")
-    return base[: -len("/v1")] if base.endswith("/v1") else base
 
 
 @dataclass(frozen=True)

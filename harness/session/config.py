@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.gates import Threshold, load_thresholds
-from harness.backends import BACKENDS
 from harness.backends.hf import cuda_device_name
 from harness.carbon.checkpoint import inspect_checkpoint
 from harness.core.errors import BackendError
 from harness.core.hardware import detect_profile_name, get_profile
+from harness.core.options import parse_backend, parse_endpoint, parse_serve
 from harness.core.paths import default_threshold_paths
 from harness.core.spec import MODELS, RunShape, SpecError, get_model, get_shape
 
@@ -99,12 +99,6 @@ class HarnessConfig:
     serve_timeout_s: float = 600.0
 
 
-def parse_backend(value: str) -> str:
-    if value not in BACKENDS:
-        raise ValueError(f"--carbon-backend {value!r}; known backends: {', '.join(BACKENDS)}")
-    return value
-
-
 def check_device_dtype(backend: str, device: str, dtype: str) -> None:
     """Reject a device or dtype the backend cannot run, once at start rather than in every test."""
     if not str(device).strip():
@@ -163,13 +157,9 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
         raise ValueError(f"--carbon-nxdi-source {nxdi_source} is not a directory (give an NxDI source checkout)")
     endpoint = options.get("endpoint")
     if endpoint:
-        from harness.serving.client import parse_endpoint
-
         endpoint = parse_endpoint(endpoint)
     serve = options.get("serve")
     if serve:
-        from harness.serving.server import parse_serve
-
         serve = parse_serve(serve)
     if endpoint and serve:
         raise ValueError(f"--carbon-endpoint {endpoint} and --carbon-serve {serve}: pass one (a running server, or one "

@@ -187,7 +187,7 @@ def neuron_speculation_kwargs(target: str | ModelSpec, draft: str | ModelSpec, s
     ``on_device_sampling_config`` fused speculation requires."""
     from harness.backends.neuron.config import neuron_config_kwargs
 
-    spec_len = nxdi_speculation_length(speculation_length)
+    nxdi_length = nxdi_speculation_length(speculation_length)
     shape = get_shape(shape) if isinstance(shape, str) else shape
     target_spec = get_model(target) if isinstance(target, str) else target
     draft_spec = get_model(draft) if isinstance(draft, str) else draft
@@ -196,7 +196,7 @@ def neuron_speculation_kwargs(target: str | ModelSpec, draft: str | ModelSpec, s
     if draft_tp_degree is not None and (not isinstance(draft_tp_degree, int) or draft_tp_degree < 1):
         raise SpeculativeError(f"draft_tp_degree={draft_tp_degree!r} must be a positive integer")
     target_kwargs = neuron_config_kwargs(target_spec, shape)
-    target_kwargs.update({"speculation_length": spec_len, "enable_fused_speculation": fused})
+    target_kwargs.update({"speculation_length": nxdi_length, "enable_fused_speculation": fused})
     draft_kwargs = neuron_config_kwargs(draft_spec, shape)
     draft_kwargs.update({"speculation_length": 0, "enable_fused_speculation": False})
     if draft_tp_degree is not None:

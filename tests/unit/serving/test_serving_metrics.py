@@ -117,7 +117,7 @@ def test_server_tokenizer_keeps_every_id_in_place(tmp_path):
 
 @pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://x", "http://"])
 def test_bad_endpoints_are_named(url):
-    from harness.serving.client import parse_endpoint
+    from harness.core.options import parse_endpoint
 
     with pytest.raises(ValueError, match="carbon-endpoint"):
         parse_endpoint(url)
