@@ -121,8 +121,6 @@ def parse_benchmark(b: Any, i: int, source: str, price: float | None) -> BenchRe
 def load_results(path: str | Path) -> tuple[list[BenchResult], dict[str, Any]]:
     """pytest-benchmark JSON (as the plugin writes it), or an NxDI ``benchmark_report.json``."""
     data = load_json(path, ReportError, "benchmark JSON")
-    from harness.analysis.results import from_nxdi, is_nxdi_report
-
     if is_nxdi_report(data):
         return from_nxdi(data, str(path)), {}
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
@@ -154,8 +152,6 @@ def is_nxdi_report(data: Any) -> bool:
 
 def from_nxdi(data: dict[str, Any], source: str) -> list:
     """One result per sub-model (named ``nxdi::<sub-model>``) with the report's fields as figures."""
-    from harness.analysis.results import BenchResult, ReportError
-
     out = []
     for key, entry in data.items():
         if entry is None:  # NxDI writes None for a sub-model that was skipped
@@ -191,8 +187,6 @@ def submodel_report(latency_ms: list[float], tokens_per_run: float) -> dict[str,
 
 
 def _int(extra: dict[str, Any], key: str, name: str) -> int:
-    from harness.analysis.results import ReportError
-
     value = extra.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ReportError(f"benchmark {name}: extra_info.{key} must be a non-negative integer, got {value!r}")
@@ -202,8 +196,6 @@ def _int(extra: dict[str, Any], key: str, name: str) -> int:
 def to_nxdi(results: list, select: str | None = None) -> dict[str, dict[str, float]]:
     """An NxDI ``benchmark_report.json`` from the one harness generation benchmark (with per-round
     e2e / cte / tkg samples) whose name contains ``select``."""
-    from harness.analysis.results import ReportError
-
     candidates = [r for r in results if isinstance(r.extra.get("samples"), dict) and r.extra["samples"].get("e2e_ms")]
     if select:
         candidates = [r for r in candidates if select in r.name]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from harness.plugin.benchmark_json import guard_save_json
+from harness.plugin.keys import SESSION_KEY
 from harness.plugin.xdist import (
     RESULTS_KEY,
     WORKER_KEY,
@@ -100,8 +101,6 @@ class BenchmarkHooks:
         the verdict comes after both."""
         bs = self.benchmark_session
         if bs is not None and is_worker(self.config):
-            from harness.plugin.keys import SESSION_KEY
-
             self.config.workeroutput[RESULTS_KEY] = export_results(bs)
             self.config.workeroutput[WORKER_KEY] = worker_manifest(self.config.stash.get(SESSION_KEY, None))
         produced = None

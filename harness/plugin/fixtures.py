@@ -16,14 +16,13 @@ from harness.analysis.gates import evaluate, ungated
 from harness.backends.base import Engine
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.spec import DEFAULT_MODEL, RunShape, get_shape
+from harness.plugin.keys import SESSION_KEY, UNGATED_KEY
 from harness.session.config import ModelRef
 from harness.session.engines import EnginePool, Session
 
 
 @pytest.fixture(scope="session")
 def carbon_session(pytestconfig: pytest.Config) -> Session:
-    from harness.plugin.keys import SESSION_KEY
-
     return pytestconfig.stash[SESSION_KEY]
 
 
@@ -77,7 +76,7 @@ def skip_static_batch(session: Session) -> None:
 
 @pytest.fixture(scope="session")
 def carbon_endpoint(carbon_session: Session) -> Any:
-    """The session's OpenAI-compatible server (``harness.backends.openai.Endpoint``): the one at
+    """The session's OpenAI-compatible server (``harness.serving.client.Endpoint``): the one at
     --carbon-endpoint, or a vLLM server started once on the first model (--carbon-serve vllm) and
     stopped at the end. Skips saying what to pass or install when there is none; fails with the end
     of the server's log when it does not come up."""
@@ -128,8 +127,6 @@ def carbon_gate(carbon_session: Session, pytestconfig: pytest.Config) -> Callabl
         results = evaluate(carbon_session.config.thresholds, hardware, model, shape, figures)
         missing = ungated(carbon_session.config.thresholds, hardware, model, shape, figures)
         if missing:  # a reference exists elsewhere but nothing gates it here: say so, in the JSON and at the end
-            from harness.plugin.keys import UNGATED_KEY
-
             benchmark.extra_info["ungated"] = missing
             pytestconfig.stash.setdefault(UNGATED_KEY, []).append((f"{model}/{shape} on {hardware}", missing))
         if not results:

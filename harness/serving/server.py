@@ -252,8 +252,6 @@ def start_vllm(checkpoint: Path, cache_dir: Path, log_path: Path, served_model: 
     return server.wait_ready(timeout_s, progress)
 
 
-
-
 def run_agreement(python: str, endpoint, tokenizer_dir: Path, out_dir: Path, num_prompts: int, input_len: int,
                   output_len: int, max_concurrency: int, rounds: int = 3, max_rounds: int | None = None,
                   burst_fraction: float = 0.1, timeout_s: float = 900.0) -> list[dict]:

@@ -185,8 +185,6 @@ def neuron_speculation_kwargs(target: str | ModelSpec, draft: str | ModelSpec, s
     is its own ``NeuronLlamaForCausalLM`` passed to ``generate(assistant_model=...)``. Both keep
     the reference runs' kwargs (``harness.backends.neuron.config.neuron_config_kwargs``), whose greedy
     ``on_device_sampling_config`` fused speculation requires."""
-    from harness.backends.neuron.config import neuron_config_kwargs
-
     nxdi_length = nxdi_speculation_length(speculation_length)
     shape = get_shape(shape) if isinstance(shape, str) else shape
     target_spec = get_model(target) if isinstance(target, str) else target
@@ -237,8 +235,6 @@ def scoring_neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape, 
     so this artifact yields one row of logits per sequence; per-position scoring on neuron takes
     one CTE per prefix or a model change, which is why ``NeuronEngine.logits`` is not provided.
     """
-    from harness.backends.neuron.config import neuron_config_kwargs
-
     spec = get_model(model) if isinstance(model, str) else model
     shape = get_shape(shape) if isinstance(shape, str) else shape
     check_context(spec, shape)
