@@ -9,14 +9,16 @@ The names are the harness's public vocabulary (thresholds, reports and compariso
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.backends.base import GenerationResult
 from harness.carbon.dna import dna_figures
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.measure import Summary, throughput
 from harness.core.plan import tkg_roofline_fraction, tkg_step_bytes
 from harness.core.spec import ModelSpec
+
+if TYPE_CHECKING:  # torch stays out of the import path of what reads figures
+    from harness.backends.base import GenerationResult
 
 
 def latency_figures(prefix: str, ms: Sequence[float]) -> dict[str, float]:

@@ -67,7 +67,7 @@ def _sample_list(value: Any, where: str) -> list[float]:
 
 
 # Figures whose per-round samples a harness benchmark keeps in extra_info["samples"] (see
-# harness.figures.generation_figures): metric -> (sample key, figure is the inverse of the sample).
+# harness.analysis.figures.generation_figures): metric -> (sample key, figure is the inverse of the sample).
 SAMPLED_FIGURES = {"e2e_ms_p50": ("e2e_ms", False), "cte_ms_p50": ("cte_ms", False), "tkg_ms_p50": ("tkg_ms", False),
                    "tokens_per_s": ("e2e_ms", True), "bp_per_s": ("e2e_ms", True), "kbp_per_s": ("e2e_ms", True)}
 

@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import platform
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -89,13 +90,14 @@ def neuron_device_count() -> int:
     return len(glob.glob("/dev/neuron[0-9]*"))
 
 
-def detect_profile_name(gpu_name: str | None = None) -> str:
+def detect_profile_name(gpu_name: Callable[[], str | None] = lambda: None) -> str:
     """trn2 by the number of Neuron devices, a known GPU by name (``gpu_name``: the first CUDA
-    device's, asked of torch by the caller, so this layer stays torch-free), else the CPU profile."""
+    device's, asked of torch by the caller only when there is no Neuron device, so this layer stays
+    torch-free), else the CPU profile."""
     n = neuron_device_count()
     if n:
         return "trn2.48xlarge" if n >= 16 else "trn2.3xlarge"
-    gpu = (gpu_name or "").upper()
+    gpu = (gpu_name() or "").upper()
     for key, profile in (("H200", "h200"), ("H100", "h100-sxm")):
         if key in gpu:
             return profile

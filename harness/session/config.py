@@ -131,7 +131,7 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
         raise ValueError("--carbon-cache-dir '' is empty: give a directory (default ~/.cache/carbon-harness)")
     check_device_dtype(backend, options.get("device", "auto"), options.get("dtype", "auto"))
     files = [Path(p) for p in options["thresholds"]] if options.get("thresholds") else default_threshold_paths(rootdir)
-    hardware = options.get("hardware") or detect_profile_name(cuda_device_name())
+    hardware = options.get("hardware") or detect_profile_name(cuda_device_name)
     get_profile(hardware)  # unknown names fail here, with the known ones listed
     runs, warmup = int(options.get("runs", 5)), int(options.get("warmup", 1))
     from harness.backends.neuron.config import check_compile_variants

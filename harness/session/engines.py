@@ -46,9 +46,11 @@ class EnginePool:
     def __init__(self) -> None:
         self._engines: dict[Hashable, Engine] = {}
 
-    def get(self, key: Hashable, build: Callable[[], Engine]) -> Engine:
+    def get(self, key: Hashable, build: Callable[[], Engine], touch: bool = True) -> Engine:
+        """The engine of ``key``, built on first use; ``touch``: count this use for recency."""
         if key in self._engines:
-            self._engines[key] = self._engines.pop(key)
+            if touch:
+                self._engines[key] = self._engines.pop(key)
         else:
             self._engines[key] = build()
         return self._engines[key]
@@ -156,7 +158,7 @@ class Session:
                                   "load_s": engine.info.load_s, "compile_s": engine.info.compile_s})
             return engine
 
-        return self._engines.get((f"draft:{draft.label}:{target.label}", shape.name), load)
+        return self._engines.get((f"draft:{draft.label}:{target.label}", shape.name), load, touch=False)
 
     def endpoint(self) -> Any:
         """The serving endpoint (``Servers.endpoint``)."""

@@ -12,9 +12,10 @@ import math
 import pytest
 
 from harness.core.metrics import SERVING_FIGURES
+from harness.core.options import parse_slos, parse_sweep
 from harness.plugin.recording import timed_results
-from harness.serving.loadgen import LoadSpec, get_workload, parse_sweep, run_load
-from harness.serving.metrics import failure_summary, parse_slos, serving_dna_figures
+from harness.serving.loadgen import LoadSpec, get_workload, run_load
+from harness.serving.metrics import failure_summary, serving_dna_figures
 
 pytestmark = [pytest.mark.perf, pytest.mark.serving]
 

@@ -126,7 +126,7 @@ def serving_rounds(session) -> int:
 
 
 @pytest.fixture(scope="session")
-def serving_speculative_figures() -> dict:
+def measured_speculative_figures() -> dict:
     """Figures measured per (draft, case) this session, for the acceptance-ends comparison."""
     return {}
 
@@ -134,7 +134,7 @@ def serving_speculative_figures() -> dict:
 @pytest.mark.perf
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_serving_speculative(benchmark, carbon_session, carbon_endpoint, speculative_endpoint, carbon_draft, case,
-                             carbon_gate, serving_speculative_figures):
+                             carbon_gate, measured_speculative_figures):
     """One case sent one request at a time to the target alone, then to the speculative server
     (the same prompts, the same session): acceptance and tokens per step from vLLM's counters, the
     draft-and-verify step from the stream, tokens/s, bp/s and the speedup. Output must be identical."""
@@ -159,29 +159,29 @@ def test_serving_speculative(benchmark, carbon_session, carbon_endpoint, specula
     rounds = serving_rounds(carbon_session)
     benchmark.group = f"serving-speculative-{case.name}"
     benchmark.pedantic(speculative_run, setup=target_alone, rounds=rounds, warmup_rounds=0)
-    for spec, base in zip(runs, alone):
-        for got, expected in zip(spec.results, base.results):
+    for run, base in zip(runs, alone):
+        for got, expected in zip(run.results, base.results):
             assert got.output_ids == expected.output_ids, f"{got.prompt_len}-token prompt: speculative output differs"
     counted = sum(spent[1:], spent[0])
     figures = {**runs[-1].metrics(), **serving_speculative_figures(runs, alone, counted)}  # vLLM's names too
-    spec = runs[-1]
-    figures.update(serving_dna_figures(tokenizer, spec.results, spec.duration_s, carbon_session.hardware.price_per_hour))
+    last = runs[-1]
+    figures.update(serving_dna_figures(tokenizer, last.results, last.duration_s, carbon_session.hardware.price_per_hour))
     assert 0.0 <= figures["spec_acceptance_rate"] <= 1.0
     assert 1.0 <= figures["spec_tokens_per_step"] <= carbon_session.config.speculation_length + 1
-    serving_speculative_figures[carbon_draft.label, case.name] = figures
+    measured_speculative_figures[carbon_draft.label, case.name] = figures
     context = {"backend": "openai", "server": "vllm (started by the session)", "endpoint": speculative_endpoint.url,
                "target_endpoint": carbon_endpoint.url, "draft": carbon_draft.label, "case": case.name,
                "speculation_length": carbon_session.config.speculation_length, "prompt_bp": case.prompt_bp,
                "reference_new_tokens": case.new_tokens, "cpu_sized": new_tokens != case.new_tokens,
                "spec_counters": asdict(counted), "rounds": len(runs), "not_measurable": ["spec_draft_ms_per_step", "spec_verify_ms_per_step"],
                "server_cpus": {"target": "auto", "speculative": speculative_server_cpu_bind() or "auto"},
-               **spec.context()}
+               **last.context()}
     carbon_gate(benchmark, model=ref.label, shape=f"serving-speculative-{carbon_draft.label}", figures=figures,
                 context=context)
 
 
 @pytest.mark.perf
-def test_serving_speedup_grows_with_acceptance(carbon_session, serving_speculative_figures, record_property):
+def test_serving_speedup_grows_with_acceptance(carbon_session, measured_speculative_figures, record_property):
     """The two ends on the server: self-drafting (acceptance 1.0) must beat carbon-tiny-draft
     (acceptance ~0) on the same case: the DNA suite, the longest (seven requests), as a
     single 64-token request is at the mercy of one scheduler hiccup on a shared CPU. The ratio of the
@@ -190,7 +190,7 @@ def test_serving_speedup_grows_with_acceptance(carbon_session, serving_speculati
     from harness.analysis.gates import evaluate
 
     case = DNA_SUITE_CASE.name
-    ends = {label: serving_speculative_figures.get((label, case)) for label in (SELF_DRAFT, "carbon-tiny-draft")}
+    ends = {label: measured_speculative_figures.get((label, case)) for label in (SELF_DRAFT, "carbon-tiny-draft")}
     missing = [label for label, figures in ends.items() if figures is None]
     if missing:
         pytest.skip(f"needs test_serving_speculative[{case}] with --carbon-draft {' and '.join(missing)} in this "

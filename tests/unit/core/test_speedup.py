@@ -1,21 +1,12 @@
-"""When speed gates apply, and the CPU-time speedup measurement."""
+"""The CPU-time speedup measurement."""
 
 from __future__ import annotations
 
 import pytest
 
 from harness.core.measure import cpu_speedup, fastest_interleaved
-from harness.plugin.recording import speed_gates_apply
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.mark.parametrize("markexpr,gated", [
-    ("perf", True), ("perf and not slow", True), ("compat or perf", True), ("(perf)", True),
-    ("", False), ("  ", False), ("not perf", False), ("not unit", False), ("compat", False), ("perf or not perf", False),
-])
-def test_speed_gates_apply_only_when_m_selects_perf(markexpr, gated):
-    assert speed_gates_apply(markexpr) is gated
 
 
 def test_cpu_speedup_keeps_each_sides_fastest_round_and_results():

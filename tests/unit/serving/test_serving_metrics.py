@@ -11,11 +11,12 @@ import pytest
 
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.metrics import SERVING_FIGURES
+from harness.core.options import parse_slos, parse_sweep
 from harness.core.vocab import VOCAB_SIZE
 from harness.serving.agreement import check_rounds, read_in_bursts
 from harness.serving.client import RequestResult
-from harness.serving.loadgen import LoadSpec, arrival_offsets, get_workload, parse_sweep
-from harness.serving.metrics import meets_slos, parse_slos, serving_metrics
+from harness.serving.loadgen import LoadSpec, arrival_offsets, get_workload
+from harness.serving.metrics import meets_slos, serving_metrics
 
 pytestmark = pytest.mark.unit
 

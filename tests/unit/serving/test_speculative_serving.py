@@ -54,11 +54,11 @@ def test_config_names_the_draft_and_k(tmp_path):
 def test_a_speculative_server_keeps_its_stats_on(tmp_path):
     """vLLM counts nothing with --disable-log-stats, so only the plain server passes it."""
     plain = VLLMServer(tmp_path / "ckpt", tmp_path / "tok", tmp_path / "log").command()
-    spec = VLLMServer(tmp_path / "ckpt", tmp_path / "tok", tmp_path / "log",
+    argv = VLLMServer(tmp_path / "ckpt", tmp_path / "tok", tmp_path / "log",
                       speculative_config=vllm_speculative_config(tmp_path / "draft", 3)).command()
     assert "--disable-log-stats" in plain and "--speculative-config" not in plain
-    assert "--disable-log-stats" not in spec
-    value = spec[spec.index("--speculative-config") + 1]
+    assert "--disable-log-stats" not in argv
+    value = argv[argv.index("--speculative-config") + 1]
     assert value == ('{"method": "draft_model", "model": "' + str(tmp_path / "draft") + '", "num_speculative_tokens": 3}')
 
 
@@ -118,10 +118,10 @@ def test_figures_against_the_target_alone():
 
 def test_rounds_take_the_median_so_one_hiccup_moves_nothing():
     """Three rounds; the second target-alone round hit a 1 s stall."""
-    spec = [run([50.0], d) for d in (0.10, 0.11, 0.09)]
+    speculative = [run([50.0], d) for d in (0.10, 0.11, 0.09)]
     alone = [run([100.0], d) for d in (0.20, 1.20, 0.21)]
     counters = SpeculationCounters(1, 4, 4) + SpeculationCounters(1, 4, 4) + SpeculationCounters(1, 4, 4)
-    figures = serving_speculative_figures(spec, alone, counters)
+    figures = serving_speculative_figures(speculative, alone, counters)
     assert figures["spec_speedup"] == pytest.approx(0.21 / 0.10)
     assert figures["spec_steps"] == 1.0 and figures["spec_acceptance_rate"] == 1.0
 
