@@ -48,7 +48,9 @@ def trn2_stack(session: nox.Session) -> None:
     suite, and the perf path of the neuron backend runs once through NxDI's CPU mode (smoke shape,
     2 runs: ~10 s here; NxDI's CPU mode decodes ~3x slower than transformers on this CPU and its CTE
     bucket is seq_len, so the long suites are left to the main job on hardware)."""
-    install_harness(session, "transformers==4.57.*")
+    # NxDI's own CPU-mode dependencies beyond the harness's: scipy (NxDI 0.8 imports it), so a release
+    # check against the previous release runs here too.
+    install_harness(session, "transformers==4.57.*", "scipy")
     source = nxdi_source()
     if not source:
         session.warn("no NxDI source (../shared/vendor or $CARBON_NXDI_SOURCE): the NxDI CPU tier is skipped")

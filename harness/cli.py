@@ -284,6 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nxdi-select", metavar="SUBSTRING",
                    help="comparing with an NxDI benchmark_report.json: the harness benchmark to compare")
     p.set_defaults(func=cmd_compare)
+
+    from harness.release.cli import add_parser as add_release_check
+
+    add_release_check(sub)
     return parser
 
 

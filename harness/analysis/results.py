@@ -213,3 +213,42 @@ def to_nxdi(results: list, select: str | None = None) -> dict[str, dict[str, flo
     if samples.get("tkg_ms"):
         report[TKG] = submodel_report(samples["tkg_ms"], batch)
     return report
+
+
+# ---------------------------------------------------------------------------------------------
+# JUnit XML (pytest --junitxml): which tests passed, failed, errored or were skipped
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    outcome: str  # "passed", "failed", "error" or "skipped"
+    message: str = ""  # the failure, error or skip message (first line)
+
+
+def parse_junit(text: str, source: str = "junit XML") -> dict[str, CaseOutcome]:
+    """Test id (``file::name``) -> outcome, from pytest's ``--junitxml`` output."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise ReportError(f"{source}: not JUnit XML ({exc})") from None
+    out: dict[str, CaseOutcome] = {}
+    for case in root.iter("testcase"):
+        classname, name = case.get("classname", ""), case.get("name", "")
+        path = classname.replace(".", "/") + ".py" if classname else ""
+        if "/tests/" in path:  # pytest prefixes the checkout's folder name when tests/ is a package
+            path = path[path.index("/tests/") + 1:]
+        test_id = f"{path}::{name}" if path else name
+        outcome, message = "passed", ""
+        for tag in ("error", "failure", "skipped"):
+            node = case.find(tag)
+            if node is not None:
+                outcome = {"error": "error", "failure": "failed", "skipped": "skipped"}[tag]
+                message = (node.get("message") or node.text or "").strip().splitlines()[0:1]
+                message = message[0] if message else ""
+                break
+        if test_id in out and out[test_id].outcome != "passed" and outcome == "passed":
+            continue  # a teardown error is reported as a second testcase: keep the failure
+        out[test_id] = CaseOutcome(outcome, message)
+    return out

@@ -39,8 +39,8 @@ NXDI_CPU_MODULES = ("neuronx_distributed_inference.models.config",
 
 def import_nxdi_for_cpu(source: Path | None) -> Any:
     """Import NxDI for its CPU mode (from ``source`` or the installed package) and return where it
-    came from; any failure is one BackendError naming NxDI's location, the import error and the
-    transformers version (NxDI 0.9 pins transformers==4.57.*)."""
+    came from; any failure is one BackendError naming NxDI's location and version, the import error,
+    and the transformers installed against the one that NxDI release pins."""
     import importlib
 
     from harness.backends.neuron.stubs import NeuronImportError, install
@@ -52,11 +52,48 @@ def import_nxdi_for_cpu(source: Path | None) -> Any:
     except NeuronImportError as exc:
         raise BackendError(str(exc)) from None
     except Exception as exc:  # an API break of this NxDI build or of its dependencies
-        versions = installed_versions(("transformers",))
-        raise BackendError(f"NxDI from {source or 'the installed package'} cannot be imported for its CPU mode: "
-                           f"{type(exc).__name__}: {exc} (transformers {versions.get('transformers')} is installed; "
-                           "NxDI 0.9 pins transformers==4.57.*)") from None
+        version, pin = nxdi_release(source)
+        installed = installed_versions(("transformers",)).get("transformers")
+        raise BackendError(f"NxDI {version} from {source or 'the installed package'} cannot be imported for its CPU "
+                           f"mode: {type(exc).__name__}: {exc} (transformers {installed} is installed; NxDI {version} "
+                           f"pins {pin})") from None
     return where
+
+
+def nxdi_release(source: Path | None) -> tuple[str, str]:
+    """The version of the NxDI that ``source`` (or the installed package) holds, and the transformers
+    pin it declares, read from its files without importing it (for error messages)."""
+    import importlib.util
+    import re
+
+    from harness.backends.neuron.stubs import NXDI_PACKAGE, NeuronImportError, source_roots
+
+    try:
+        if source is not None:
+            package = source_roots(source)[0] / NXDI_PACKAGE
+        else:
+            spec = importlib.util.find_spec(NXDI_PACKAGE)
+            package = Path(next(iter(spec.submodule_search_locations))) if spec else None
+    except (NeuronImportError, StopIteration, ImportError):
+        package = None
+    version_file = package / "_version.py" if package else None
+    match = (re.search(r'__version__\s*=\s*"([^"]+)"', version_file.read_text())
+             if version_file and version_file.is_file() else None)
+    version = match.group(1) if match else "(version unknown)"
+    pin = None
+    setup = package.parent.parent / "setup.py" if package else None
+    found = re.search(r'"(transformers[^"]*)"', setup.read_text()) if setup and setup.is_file() else None
+    if found:
+        pin = found.group(1)
+    elif version != "(version unknown)":
+        from importlib import metadata
+
+        try:
+            requires = metadata.requires("neuronx-distributed-inference") or []
+            pin = next((r for r in requires if r.startswith("transformers")), None)
+        except metadata.PackageNotFoundError:
+            pin = None
+    return version, pin or "a transformers its setup.py names"
 
 
 def nxdi_tier_line(config: HarnessConfig) -> str:

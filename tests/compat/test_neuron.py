@@ -213,21 +213,38 @@ def test_every_variant_changes_what_it_names(nxdi_cpu, variant):
     assert set(COMPILE_VARIANTS[variant].kwargs) <= differ, differ
 
 
+@pytest.fixture(scope="module")
+def nxdi_attention(nxdi_cpu, carbon_tiny_checkpoint):
+    """A real attention module of NxDI's Llama, as ``to_cpu()`` builds it from NxDI's own configs
+    (nothing generates, so this runs on a release whose adapter cannot)."""
+    import torch
+    from neuronx_distributed_inference.modules.attention.attention_base import NeuronAttentionBase
+
+    from harness.backends.neuron.engine import nxdi_model
+    from harness.core.ports import free_port
+
+    if not torch.distributed.is_initialized():
+        os.environ["MASTER_PORT"] = str(free_port())
+    model = nxdi_model(carbon_tiny_checkpoint, neuron_config_kwargs("carbon-tiny", "smoke", on_cpu=True))
+    model.to_cpu()
+    return next(m for m in model.context_encoding_model.model.modules() if isinstance(m, NeuronAttentionBase))
+
+
 @pytest.mark.parametrize("q_len", [32, 160, 256, 512, 768, 1024, 1536, 2048, 4096, 8192])
 @pytest.mark.parametrize("lnc", [1, 2])
 @pytest.mark.parametrize("enabled", [None, True, False])
-def test_baseline_flash_attention_is_nxdis_choice(nxdi_cpu, q_len, lnc, enabled):
+def test_baseline_flash_attention_is_nxdis_choice(nxdi_attention, q_len, lnc, enabled):
     """Defect 6: the baseline is not kernel-free: at LNC 2 NxDI selects the flash kernel for CTE
     buckets that are multiples of 256; ``flash_attention_strategy`` says so, checked here against
-    NxDI's own ``get_flash_attention_strategy``."""
-    from types import SimpleNamespace
+    NxDI's own ``get_flash_attention_strategy`` on its real attention module, with only the two
+    settings under test changed."""
+    import copy
 
-    from neuronx_distributed_inference.modules.attention.attention_base import NeuronAttentionBase
-
-    attention = SimpleNamespace(attn_kernel_enabled=enabled, cp_degree=1, logical_nc_config=lnc)
+    attention = copy.copy(nxdi_attention)
+    attention.attn_kernel_enabled, attention.logical_nc_config = enabled, lnc
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # NxDI warns when LNC 2 disables the kernel
-        nxdi = NeuronAttentionBase.get_flash_attention_strategy(attention, q_len, has_attention_mask=True)
+        nxdi = type(nxdi_attention).get_flash_attention_strategy(attention, q_len, has_attention_mask=True)
     expected = {"NONE": "none", "SHARDED_KERNEL": "sharded-kernel", "UNSHARDED_KERNEL": "unsharded-kernel"}[nxdi.name]
     assert flash_attention_strategy(q_len, lnc, enabled) == expected
 

@@ -91,12 +91,14 @@ def test_an_nxdi_that_fails_to_import_stops_the_session_with_its_error(tmp_path)
     models.mkdir()
     (models / "__init__.py").write_text("")
     (models / "config.py").write_text("from transformers import RenamedInThisRelease\n")
+    (models.parent / "_version.py").write_text('__version__ = "0.7.3"\n')  # an older release: its own pin is named
+    (source / "neuronx-distributed-inference/setup.py").write_text('install_requires=["transformers==4.56.*"]\n')
     r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", "tests/unit/core/test_spec.py",
                         "--carbon-backend", "neuron", "--carbon-neuron-cpu", "--carbon-nxdi-source", str(source)],
                        capture_output=True, text=True, timeout=120, cwd=REPO)
     assert r.returncode == 4, r.stdout + r.stderr
     assert "cannot be imported for its CPU mode: ImportError: cannot import name 'RenamedInThisRelease'" in r.stderr
-    assert "NxDI 0.9 pins transformers==4.57.*" in r.stderr
+    assert "NxDI 0.7.3 from " in r.stderr and "NxDI 0.7.3 pins transformers==4.56.*" in r.stderr
 
 
 def options(**changes):

@@ -1,0 +1,149 @@
+"""``carbon-harness release-check``: its options, checked before anything runs, and its exit codes
+(0 PASS, 1 FAIL, 2 a usage or environment error, such as a baseline that cannot run)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from harness.analysis.compare import Tolerances, load_tolerances
+from harness.analysis.verdict import DEFAULT_TOLERANCE, merge, merged_markdown
+from harness.core.options import (
+    parse_confidence,
+    parse_model,
+    parse_nonempty_path,
+    parse_positive_int,
+    parse_shape,
+    parse_tolerance,
+)
+from harness.core.storage import atomic_write_json, atomic_write_text
+from harness.release.run import CONFORMANCE_MARKERS, CheckPlan, ReleaseCheckError, Side, run_check
+
+MIN_ROUNDS = 3  # a between-round interval needs at least two degrees of freedom to mean anything
+
+
+def parse_rounds(value: str) -> int:
+    n = parse_positive_int(value)
+    if n < MIN_ROUNDS:
+        raise argparse.ArgumentTypeError(f"{value!r}: at least {MIN_ROUNDS} rounds per side (the interval comes from "
+                                         "the spread between rounds)")
+    return n
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("release-check", help="qualify an NxDI / Neuron SDK release: the same suite in a baseline and "
+                                             "a candidate environment, perf rounds interleaved, one verdict")
+    p.add_argument("--baseline-python", metavar="PY", help="interpreter of the environment with the current release")
+    p.add_argument("--candidate-python", metavar="PY", help="interpreter of the environment with the candidate release")
+    p.add_argument("--neuron-cpu", action="store_true",
+                   help="run both sides in NxDI's CPU mode, from two NxDI source trees (no Trainium needed)")
+    p.add_argument("--baseline-nxdi-source", type=Path, metavar="DIR",
+                   help="with --neuron-cpu: a tree with neuronx-distributed-inference/src and neuronx-distributed/src")
+    p.add_argument("--candidate-nxdi-source", type=Path, metavar="DIR", help="with --neuron-cpu: the candidate's tree")
+    p.add_argument("--model", action="append", type=parse_model, dest="models",
+                   help="repeatable, as --carbon-model (default carbon-tiny)")
+    p.add_argument("--shape", action="append", type=parse_shape, dest="shapes",
+                   help="repeatable, as --carbon-shape (default smoke)")
+    p.add_argument("--out", type=Path, help="evidence directory: verdict.json, verdict.md, each side's logs, "
+                                            "benchmark JSON and JUnit XML (must be empty or absent)")
+    p.add_argument("--force", action="store_true", help="replace a non-empty --out")
+    p.add_argument("--rounds", type=parse_rounds, default=3,
+                   help=f"perf rounds per side, each a fresh process, interleaved (default 3, at least {MIN_ROUNDS})")
+    p.add_argument("--runs", type=parse_positive_int, default=5, help="timed runs per benchmark in a round (default 5)")
+    p.add_argument("--max-regression", type=parse_tolerance, default=DEFAULT_TOLERANCE,
+                   help="default tolerance of a gated timing (default 5%%)")
+    p.add_argument("--tolerances", type=Path, metavar="FILE", help="per-metric tolerances, as compare --tolerances")
+    p.add_argument("--confidence", type=parse_confidence, default=0.95,
+                   help="confidence of the between-round interval (default 0.95)")
+    p.add_argument("--no-conformance", action="store_true", help="perf rounds only (skip the conformance tiers)")
+    p.add_argument("--conformance-markers", metavar="EXPR", default=CONFORMANCE_MARKERS,
+                   help=f"pytest -m expression of the conformance tiers (default {CONFORMANCE_MARKERS!r})")
+    p.add_argument("--perf-select", metavar="EXPR", help="pytest -k expression for the perf rounds")
+    p.add_argument("--cache-dir", type=parse_nonempty_path, help="checkpoints and compiled artifacts of both sides")
+    p.add_argument("--merge", type=Path, nargs="+", metavar="DIR",
+                   help="merge mode: the --out directories of several legs into one verdict in --out")
+    p.set_defaults(func=cmd_release_check)
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ReleaseCheckError(f"--out {out} is a file: give a directory")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise ReleaseCheckError(f"--out {out} is not empty: give a new directory, or --force to replace it")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def sides(args: argparse.Namespace) -> tuple[Side, Side]:
+    if args.neuron_cpu:
+        if args.baseline_python or args.candidate_python:
+            raise ReleaseCheckError("--neuron-cpu runs both sides from NxDI source trees with this interpreter: give "
+                                    "--baseline-nxdi-source and --candidate-nxdi-source, not --*-python")
+        out = []
+        for name in ("baseline", "candidate"):
+            source = getattr(args, f"{name}_nxdi_source")
+            if source is None:
+                raise ReleaseCheckError(f"--neuron-cpu needs --{name}-nxdi-source DIR (an NxDI source tree)")
+            from harness.backends.neuron.stubs import NeuronImportError, source_roots
+
+            try:
+                source_roots(source)
+            except NeuronImportError as exc:
+                raise ReleaseCheckError(str(exc).replace("--carbon-nxdi-source", f"--{name}-nxdi-source")) from None
+            out.append(Side(name, sys.executable, source.expanduser().resolve()))
+        return out[0], out[1]
+    if args.baseline_nxdi_source or args.candidate_nxdi_source:
+        raise ReleaseCheckError("--*-nxdi-source needs --neuron-cpu (on a device, each side is an environment: "
+                                "--baseline-python / --candidate-python)")
+    pythons = []
+    for name in ("baseline", "candidate"):
+        python = getattr(args, f"{name}_python")
+        if not python:
+            raise ReleaseCheckError(f"give --{name}-python PY (the interpreter of the {name} release's environment), "
+                                    "or --neuron-cpu with two NxDI source trees")
+        found = shutil.which(python)
+        if found is None:
+            raise ReleaseCheckError(f"--{name}-python {python}: no such executable")
+        pythons.append(Side(name, found))
+    return pythons[0], pythons[1]
+
+
+def cmd_release_check(args: argparse.Namespace) -> int:
+    if args.out is None:
+        raise ReleaseCheckError("--out DIR is required: the verdict and the evidence go there")
+    if args.merge:
+        return merge_legs(args.merge, args.out, args.force)
+    baseline, candidate = sides(args)
+    tolerances = (load_tolerances(args.tolerances, args.max_regression) if args.tolerances
+                  else Tolerances(default=args.max_regression))
+    _check_out(args.out, args.force)
+    plan = CheckPlan(baseline, candidate, args.out.resolve(), tuple(args.models or ("carbon-tiny",)),
+                     tuple(args.shapes or ("smoke",)), args.rounds, args.runs,
+                     Path(args.cache_dir).expanduser() if args.cache_dir else None, args.neuron_cpu,
+                     not args.no_conformance, conformance_markers=args.conformance_markers,
+                     perf_select=args.perf_select)
+    verdict = run_check(plan, tolerances, args.confidence)
+    print(verdict.markdown())
+    print(f"release-check: {verdict.word} in {verdict.wall_s:.0f} s; evidence in {args.out}", file=sys.stderr)
+    return 0 if verdict.passed else 1
+
+
+def merge_legs(folders: list[Path], out: Path, force: bool) -> int:
+    verdicts, labels = [], []
+    for folder in folders:
+        path = folder / "verdict.json"
+        if not path.is_file():
+            raise ReleaseCheckError(f"--merge {folder}: no verdict.json there (a release-check --out directory)")
+        verdicts.append(json.loads(path.read_text()))
+        labels.append(folder.name)
+    if out.exists() and any(out.iterdir()) and not force:
+        raise ReleaseCheckError(f"--out {out} is not empty: give a new directory, or --force to replace it")
+    merged = merge(verdicts, labels)
+    atomic_write_json(out / "verdict.json", merged)
+    atomic_write_text(out / "verdict.md", merged_markdown(merged))
+    print(merged_markdown(merged))
+    return 0 if merged["verdict"] == "PASS" else 1

@@ -1,0 +1,69 @@
+"""What a side runs, asked of that side's own interpreter (``python -m harness.release.probe``):
+package versions, and in NxDI's CPU mode the version, source digest and commit of the NxDI and
+neuronx-distributed trees it imports. Prints one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.backends.neuron.artifacts import NEURON_PACKAGES, nxdi_build, package_digest
+from harness.backends.neuron.stubs import source_roots
+from harness.core.paths import REPO_ROOT
+from harness.core.versions import installed_versions
+
+
+def _git_commit(path: Path) -> str | None:
+    try:
+        r = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() or None if r.returncode == 0 else None
+
+
+def source_tree(package_dir: Path | None, label: str) -> dict[str, Any]:
+    """Version (``_version.py``), sha256 of the sources and git commit (where the tree is a checkout)."""
+    if package_dir is None or not package_dir.is_dir():
+        return {}
+    out: dict[str, Any] = {f"{label}_path": str(package_dir)}
+    version_file = package_dir / "_version.py"
+    match = re.search(r'__version__\s*=\s*"([^"]+)"', version_file.read_text()) if version_file.is_file() else None
+    if match:
+        out[f"{label}_version"] = match.group(1)
+    out[f"{label}_sha256"] = package_digest(package_dir)
+    commit = _git_commit(package_dir)
+    if commit:
+        out[f"{label}_commit"] = commit
+    return out
+
+
+def probe(nxdi_source: Path | None) -> dict[str, Any]:
+    info: dict[str, Any] = {"python": platform.python_version(), "executable": sys.executable,
+                            "harness_root": str(REPO_ROOT), "harness_git_sha": _git_commit(REPO_ROOT),
+                            **installed_versions(NEURON_PACKAGES)}
+    if nxdi_source is not None:
+        nxdi_root, nxd_root = source_roots(nxdi_source)
+        info.update(source_tree(nxdi_root / "neuronx_distributed_inference", "nxdi"))
+        if nxd_root is not None:
+            info.update(source_tree(nxd_root / "neuronx_distributed", "nxd"))
+    else:
+        info.update(nxdi_build())
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.release.probe")
+    parser.add_argument("--nxdi-source", type=Path)
+    args = parser.parse_args(argv)
+    print(json.dumps(probe(args.nxdi_source)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

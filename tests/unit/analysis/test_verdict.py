@@ -1,0 +1,173 @@
+"""The release verdict's rules, on made-up sides: reasons in order, intervals from the spread between
+rounds, floors, what is gated and what is only reported."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.analysis.compare import Tolerances
+from harness.analysis.results import BenchResult, CaseOutcome, parse_junit
+from harness.analysis.verdict import (
+    FLOORS,
+    SideReport,
+    cannot_run,
+    decide,
+    gated_figures,
+    merge,
+    merged_markdown,
+    outcome_changes,
+)
+from harness.core.stats import paired_ratio_ci, student_t_cdf, student_t_quantile
+
+pytestmark = pytest.mark.unit
+
+TKG = "tests/perf/test_latency.py::test_tkg[carbon-tiny-smoke]"
+E2E = "tests/perf/test_latency.py::test_e2e[carbon-tiny-smoke]"
+
+
+@pytest.mark.parametrize("df, q975", [(1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (9, 2.262), (29, 2.045)])
+def test_student_t_quantiles_match_the_table(df, q975):
+    assert student_t_quantile(0.975, df) == pytest.approx(q975, abs=1e-3)
+    assert student_t_cdf(student_t_quantile(0.9, df), df) == pytest.approx(0.9, abs=1e-9)
+
+
+def test_paired_interval_comes_from_the_spread_between_rounds():
+    steady = paired_ratio_ci([10.0, 10.2, 9.9], [13.0, 13.3, 12.8])
+    assert steady.ratio == pytest.approx(1.3, rel=0.01) and 1.25 < steady.low < steady.high < 1.35
+    noisy = paired_ratio_ci([10.0, 10.2, 9.9], [13.0, 9.0, 17.0])
+    assert noisy.low < 1.0 < noisy.high  # the same mean shift, but the rounds disagree: not significant
+    with pytest.raises(ValueError, match="must pair up"):
+        paired_ratio_ci([1.0, 2.0], [1.0])
+    assert paired_ratio_ci([1.0], [2.0]).low is None  # one pair: no interval
+
+
+def bench(name: str, median_s: float, **figures: float) -> BenchResult:
+    return BenchResult(name, None, {}, median_s, figures={"median_s": median_s, **figures})
+
+
+def tkg_round(ms: float, roofline: float = 0.1) -> list[BenchResult]:
+    return [bench(TKG, ms / 1000.0, tkg_ms_p50=ms, tkg_roofline_fraction=roofline)]
+
+
+def side(name: str, tkg_ms: list[float], **kw) -> SideReport:
+    return SideReport(name, {"nxdi_version": "0.9.0"}, rounds=[tkg_round(ms) for ms in tkg_ms],
+                      engines=[{"carbon-tiny/smoke": {"load_s": 0.3}} for _ in tkg_ms], **kw)
+
+
+def test_identical_sides_pass_and_a_steady_slowdown_fails_naming_the_figure():
+    base = side("baseline", [17.0, 17.3, 16.9])
+    assert decide(base, side("candidate", [17.1, 17.2, 17.0])).passed
+    slow = decide(base, side("candidate", [22.0, 22.5, 21.9]))
+    assert not slow.passed
+    assert slow.reasons[0].startswith(f"{TKG} tkg_ms_p50: slower by 29.")
+    assert "95% interval" in slow.reasons[0] and "over 3 rounds" in slow.reasons[0]
+
+
+def test_a_change_under_the_tolerance_or_the_floor_passes():
+    base = side("baseline", [17.0, 17.0, 17.0])
+    assert decide(base, side("candidate", [17.17, 17.17, 17.17])).passed  # +1%, exactly
+    assert not decide(base, side("candidate", [17.17] * 3), Tolerances(default=0.005)).passed
+    tiny = side("baseline", [0.010, 0.010, 0.010])
+    doubled = side("candidate", [0.020, 0.020, 0.020])  # +100%, but 0.01 ms is under the ms floor
+    assert 0.010 < FLOORS["ms"] and decide(tiny, doubled).passed
+
+
+def test_derived_figures_are_reported_not_gated():
+    base = side("baseline", [17.0, 17.0, 17.0])
+    cand = side("candidate", [17.0, 17.0, 17.0])
+    for results in cand.rounds:
+        results[0].figures["tkg_roofline_fraction"] = 0.01  # a 90% drop of a figure derived from the same p50
+    verdict = decide(base, cand)
+    assert verdict.passed
+    roofline = next(f for f in verdict.figures if f.metric == "tkg_roofline_fraction")
+    assert not roofline.gated and roofline.change == pytest.approx(0.9)
+
+
+def test_a_p50_timed_inside_the_engine_is_reported_and_the_median_round_gated():
+    e2e = bench(E2E, 2.2, tkg_ms_p50=16.5, cte_ms_p50=23.0, e2e_ms_p50=3173.0)
+    assert gated_figures(e2e) == ["median_s"]
+    assert gated_figures(bench(TKG, 0.017, tkg_ms_p50=17.0)) == ["tkg_ms_p50"]
+
+
+def test_engine_load_times_have_their_own_tolerance_and_floor():
+    base, cand = side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)
+    cand.engines = [{"carbon-tiny/smoke": {"load_s": 0.3 * 1.4}} for _ in range(3)]  # +40%, 0.12 s: floor
+    assert decide(base, cand).passed
+    cand.engines = [{"carbon-tiny/smoke": {"load_s": 3.0}} for _ in range(3)]  # +900%, 2.7 s
+    verdict = decide(base, cand)
+    assert not verdict.passed and verdict.reasons[0].startswith("engine carbon-tiny/smoke load_s: slower by")
+
+
+def test_outcome_changes_count_new_skips_and_missing_tests():
+    base = {"a": CaseOutcome("passed"), "b": CaseOutcome("passed"), "c": CaseOutcome("passed"),
+            "d": CaseOutcome("failed", "x")}
+    new = {"a": CaseOutcome("passed"), "b": CaseOutcome("skipped", "needs NxDI"), "d": CaseOutcome("passed")}
+    changed, improved = outcome_changes(base, new)
+    assert [(c["test"], c["candidate"]) for c in changed] == [("b", "skipped"), ("c", "missing")]
+    assert improved == ["d"]
+
+
+def test_a_candidate_that_cannot_generate_is_the_first_reason():
+    error = ("failed on setup with \"harness.core.errors.BackendError: the installed NxDI build cannot generate "
+             "(NameError: name 'tensor_capture_hook' is not defined); check which NxDI build this is\"")
+    base = side("baseline", [17.0] * 3, outcomes={"t::gen": CaseOutcome("passed"), "t::plan": CaseOutcome("passed")})
+    cand = SideReport("candidate", outcomes={"t::gen": CaseOutcome("error", error), "t::plan": CaseOutcome("passed")})
+    verdict = decide(base, cand)
+    assert not verdict.passed
+    assert verdict.reasons[0].startswith("the candidate cannot run: the installed NxDI build cannot generate "
+                                         "(NameError: name 'tensor_capture_hook'")
+    assert "1 test(s) passed on the baseline and not on the candidate: t::gen (error)" in verdict.reasons[1]
+    assert "the candidate's perf job produced results in 0 of the 3 rounds the baseline's did" in verdict.reasons
+    assert cannot_run(SideReport("x", session_errors=["the conformance run stopped (usage error)"])) == [
+        "the conformance run stopped (usage error)"]
+
+
+def test_verdict_files_carry_versions_and_render(tmp_path):
+    verdict = decide(side("baseline", [17.0] * 3), side("candidate", [22.0] * 3), mode="NxDI CPU mode")
+    data = json.loads(json.dumps(verdict.to_dict()))
+    assert data["schema"] == 1 and data["verdict"] == "FAIL" and data["sides"]["candidate"]["versions"]["nxdi_version"]
+    gated = [f for f in data["figures"] if f["gated"]]
+    assert {f["metric"] for f in gated} == {"tkg_ms_p50", "load_s"} and any(f["regressed"] for f in gated)
+    md = verdict.markdown()
+    assert md.startswith("## Release check: FAIL") and "| nxdi_version | 0.9.0 | 0.9.0 |" in md
+    assert "### Gated figures" in md and "**FAIL**" in md and "<details>" in md
+
+
+def test_merged_legs_fail_when_any_leg_fails():
+    passed = decide(side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)).to_dict()
+    failed = decide(side("baseline", [17.0] * 3), side("candidate", [22.0] * 3)).to_dict()
+    merged = merge([passed, failed], ["carbon-500m", "carbon-3b"])
+    assert merged["verdict"] == "FAIL" and all(r.startswith("carbon-3b: ") for r in merged["reasons"])
+    assert merge([passed, passed], ["a", "b"])["verdict"] == "PASS"
+    assert "| carbon-3b | FAIL |" in merged_markdown(merged)
+
+
+def test_junit_outcomes_keep_the_failure_over_a_teardown_pass():
+    xml = ('<testsuites><testsuite>'
+           '<testcase classname="tests.compat.test_neuron" name="test_a"><failure message="boom">tb</failure></testcase>'
+           '<testcase classname="tests.compat.test_neuron" name="test_a"/>'
+           '<testcase classname="tests.dna.test_x" name="test_b"><skipped message="needs x"/></testcase>'
+           '</testsuite></testsuites>')
+    out = parse_junit(xml)
+    assert out == {"tests/compat/test_neuron.py::test_a": CaseOutcome("failed", "boom"),
+                   "tests/dna/test_x.py::test_b": CaseOutcome("skipped", "needs x")}
+
+
+def test_false_alarm_rate_of_the_rule_on_simulated_noise():
+    """Identical sides with 3% round-to-round noise: the rule (interval beyond 5%) fires in under
+    1 in 20 draws; a 30% slowdown under the same noise is caught in at least 19 in 20."""
+    rng = np.random.Generator(np.random.PCG64(0))
+
+    def rate(shift: float) -> float:
+        fails = 0
+        for _ in range(400):
+            base = 17.0 * np.exp(rng.normal(0, 0.03, 3))
+            new = 17.0 * shift * np.exp(rng.normal(0, 0.03, 3))
+            fails += not decide(side("baseline", list(base)), side("candidate", list(new))).passed
+        return fails / 400
+
+    assert rate(1.0) <= 0.05
+    assert rate(1.30) >= 0.95
