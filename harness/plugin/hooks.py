@@ -167,6 +167,21 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [*lines, nxdi_tier_line(cfg)]
 
 
+RELEASE_SKIP = ("release checks run under -m release (nox -s release-check): each is a whole carbon-harness "
+                "release-check, a minute or more")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Release checks run whole suites in subprocesses: only when ``-m`` asks for them."""
+    from harness.plugin.recording import marker_selected
+
+    if marker_selected(config.option.markexpr, "release"):
+        return
+    for item in items:
+        if item.get_closest_marker("release") is not None:
+            item.add_marker(pytest.mark.skip(reason=RELEASE_SKIP))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test that takes ``carbon_model`` / ``carbon_shape`` runs for each configured one;
     session scope makes pytest group tests by model so each engine is used while it is warm."""

@@ -12,9 +12,10 @@ from harness.backends.base import Batch, Engine
 from harness.core.spec import MODELS, ModelSpec
 
 
-def speed_gates_apply(markexpr: str) -> bool:
-    """Whether a ``-m`` expression selects perf explicitly: false with perf false, true with perf
-    true (``perf``, ``perf and not slow``, ``compat or perf`` do; ``""`` and ``not unit`` don't)."""
+def marker_selected(markexpr: str, marker: str) -> bool:
+    """Whether a ``-m`` expression selects ``marker`` explicitly: false with the marker false, true
+    with it true (``perf``, ``perf and not slow``, ``compat or perf`` select perf; ``""`` and
+    ``not unit`` don't)."""
     if not markexpr or not markexpr.strip():
         return False
     try:
@@ -22,8 +23,13 @@ def speed_gates_apply(markexpr: str) -> bool:
 
         expr = Expression.compile(markexpr)
     except ImportError:
-        return "perf" in markexpr.replace("not perf", "")
-    return bool(expr.evaluate(lambda name, **kw: name == "perf")) and not expr.evaluate(lambda name, **kw: False)
+        return marker in markexpr.replace(f"not {marker}", "")
+    return bool(expr.evaluate(lambda name, **kw: name == marker)) and not expr.evaluate(lambda name, **kw: False)
+
+
+def speed_gates_apply(markexpr: str) -> bool:
+    """Speed is gated only when ``-m`` selects perf: a plain ``pytest`` records it ungated."""
+    return marker_selected(markexpr, "perf")
 
 
 def model_spec(label: str) -> ModelSpec | None:

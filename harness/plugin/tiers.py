@@ -22,6 +22,8 @@ TIERS = (
     Tier("vLLM serving tier", "serving tests need --carbon-serve vllm",
          "nox -s serving (a vLLM CPU server on the embedded default), or pytest -m serving --carbon-backend openai "
          "--carbon-endpoint URL"),
+    Tier("release checks", "release checks run under -m release",
+         "nox -s release-check, or pytest -m release --carbon-nxdi-source DIR (with ../shared/vendor/releases)"),
     Tier("published tokenizer", "no real checkpoint given", "pytest --carbon-remote-tokenizer DIR (a real Carbon checkpoint)"),
 )
 

@@ -63,6 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"pytest -m expression of the conformance tiers (default {CONFORMANCE_MARKERS!r})")
     p.add_argument("--perf-select", metavar="EXPR", help="pytest -k expression for the perf rounds")
     p.add_argument("--cache-dir", type=parse_nonempty_path, help="checkpoints and compiled artifacts of both sides")
+    p.add_argument("--model-root", type=Path, metavar="DIR",
+                   help="real checkpoints (Carbon-500M, Carbon-3B, Carbon-8B), as --carbon-model-root")
     p.add_argument("--merge", type=Path, nargs="+", metavar="DIR",
                    help="merge mode: the --out directories of several legs into one verdict in --out")
     p.set_defaults(func=cmd_release_check)
@@ -118,14 +120,16 @@ def cmd_release_check(args: argparse.Namespace) -> int:
     if args.merge:
         return merge_legs(args.merge, args.out, args.force)
     baseline, candidate = sides(args)
+    if args.model_root is not None and not args.model_root.is_dir():
+        raise ReleaseCheckError(f"--model-root {args.model_root} is not a directory")
     tolerances = (load_tolerances(args.tolerances, args.max_regression) if args.tolerances
                   else Tolerances(default=args.max_regression))
     _check_out(args.out, args.force)
-    plan = CheckPlan(baseline, candidate, args.out.resolve(), tuple(args.models or ("carbon-tiny",)),
-                     tuple(args.shapes or ("smoke",)), args.rounds, args.runs,
-                     Path(args.cache_dir).expanduser() if args.cache_dir else None, args.neuron_cpu,
-                     not args.no_conformance, conformance_markers=args.conformance_markers,
-                     perf_select=args.perf_select)
+    plan = CheckPlan(baseline, candidate, args.out.resolve(), models=tuple(args.models or ("carbon-tiny",)),
+                     shapes=tuple(args.shapes or ("smoke",)), rounds=args.rounds, runs=args.runs,
+                     cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else None, cpu=args.neuron_cpu,
+                     model_root=args.model_root, conformance=not args.no_conformance,
+                     conformance_markers=args.conformance_markers, perf_select=args.perf_select)
     verdict = run_check(plan, tolerances, args.confidence)
     print(verdict.markdown())
     print(f"release-check: {verdict.word} in {verdict.wall_s:.0f} s; evidence in {args.out}", file=sys.stderr)

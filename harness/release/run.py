@@ -70,6 +70,7 @@ class CheckPlan:
     runs: int = 5
     cache_dir: Path | None = None
     cpu: bool = False
+    model_root: Path | None = None
     conformance: bool = True
     conformance_markers: str = CONFORMANCE_MARKERS
     perf_tests: tuple[str, ...] = PERF_TESTS
@@ -82,15 +83,19 @@ class CheckPlan:
 
 
 def pytest_args(plan: CheckPlan, side: Side) -> list[str]:
+    """Both sides' options; paths in the ``--opt=PATH`` form, which pytest never takes for a test
+    path (a bare path argument would move the rootdir and rename every test)."""
     args = ["-p", "no:cacheprovider", "-q", "--carbon-backend", "neuron"]
     for model in plan.models:
         args += ["--carbon-model", model]
     for shape in plan.shapes:
         args += ["--carbon-shape", shape]
+    if plan.model_root is not None:
+        args.append(f"--carbon-model-root={plan.model_root}")
     if plan.cache_dir is not None:
-        args += ["--carbon-cache-dir", str(plan.cache_dir)]
+        args.append(f"--carbon-cache-dir={plan.cache_dir}")
     if plan.cpu:
-        args += ["--carbon-neuron-cpu", "--carbon-nxdi-source", str(side.nxdi_source)]
+        args += ["--carbon-neuron-cpu", f"--carbon-nxdi-source={side.nxdi_source}"]
     return args
 
 

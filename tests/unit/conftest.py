@@ -11,20 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.release.run import child_env
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-# Set by pytest / pytest-xdist in the process that runs this suite; a child pytest that inherits
-# them believes it is an xdist worker (pytest-benchmark then disables itself) or gets the outer
-# run's options.
-OUTER_RUN_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST",
-                 "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "NEURON_RT_VISIBLE_CORES")
-
-
-def child_env() -> dict[str, str]:
-    """This process's environment without what the outer pytest run set, so a child run is a
-    fresh one whether or not this suite runs under ``pytest -n``."""
-    return {k: v for k, v in os.environ.items() if k not in OUTER_RUN_ENV}
 
 
 def run_pytest(*args: str, cache_dir: Path, cwd: Path = REPO, preexec_fn=None) -> subprocess.CompletedProcess:

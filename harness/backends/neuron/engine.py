@@ -98,6 +98,7 @@ class SubmodelLatency:
     def __init__(self) -> None:
         self.ms: list[float] = []
         self._start = 0.0
+        self._handles: list[Any] = []
 
     def pre_hook(self, *_: Any) -> None:
         self._start = time.perf_counter()
@@ -106,8 +107,13 @@ class SubmodelLatency:
         self.ms.append((time.perf_counter() - self._start) * 1000.0)
 
     def attach(self, module: Any) -> None:
-        module.register_forward_pre_hook(self.pre_hook)
-        module.register_forward_hook(self.hook)
+        self._handles = [module.register_forward_pre_hook(self.pre_hook), module.register_forward_hook(self.hook)]
+
+    def detach(self) -> None:
+        """Remove the hooks (to measure what they cost: ``tests/perf/test_hook_overhead.py``)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
 
 
 def smoke_generate(adapter: Any, batch_size: int) -> None:

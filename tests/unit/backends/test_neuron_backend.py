@@ -141,12 +141,20 @@ def test_package_digest_changes_with_the_source(tmp_path):
     assert package_digest(pkg) != before
 
 
-def test_neuron_extra_pins_both_neuron_libraries():
+def test_neuron_extra_states_a_range_that_admits_the_releases_to_qualify():
+    """Both Neuron libraries are named (NxD unpinned let pip pair any NxD with NxDI), and the range
+    admits SDK 2.28 and 2.29 and a later candidate, so a release check can install one beside it."""
     import tomllib
 
+    from packaging.requirements import Requirement
+
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())
-    pins = extra["project"]["optional-dependencies"]["neuron"]
-    assert "neuronx-distributed-inference==0.9.*" in pins and "neuronx-distributed==0.18.*" in pins
+    reqs = {r.name: r.specifier for r in map(Requirement, extra["project"]["optional-dependencies"]["neuron"])}
+    assert set(reqs) == {"neuronx-distributed-inference", "neuronx-distributed", "torch-neuronx", "neuronx-cc"}
+    for name, versions in {"neuronx-distributed-inference": ("0.8.0", "0.9.0", "0.10.0"),
+                           "neuronx-distributed": ("0.17.0", "0.18.0", "0.19.0"),
+                           "torch-neuronx": ("2.8.0", "2.9.0", "2.10.0")}.items():
+        assert all(reqs[name].contains(v) for v in versions), (name, reqs[name])
 
 
 def test_module_imports_without_nxdi():

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One leg of a release check: the same suite in the baseline and the candidate environment, perf rounds
+# interleaved, one verdict in $OUT (verdict.json, verdict.md, each side's logs, JSON and JUnit XML).
+# Exit 0 PASS, 1 FAIL, 2 a usage or environment error.
+#
+# On a Trn2 runner:      BASELINE_PYTHON=/opt/.../bin/python CANDIDATE_PYTHON=.venv-candidate/bin/python
+# In NxDI's CPU mode:    NEURON_CPU=1 BASELINE_NXDI_SOURCE=DIR CANDIDATE_NXDI_SOURCE=DIR
+# Always:                MODEL (e.g. carbon-3b), OUT; optional SHAPES (space-separated, default "smoke"),
+#                        ROUNDS (default 3), MODEL_ROOT (real checkpoints), EXTRA_ARGS (more release-check options)
+set -euo pipefail
+: "${MODEL:?set MODEL, e.g. carbon-3b}" "${OUT:?set OUT, the evidence directory}"
+PYTHON="${PYTHON:-python}"
+args=(--model "$MODEL" --out "$OUT" --rounds "${ROUNDS:-3}")
+for shape in ${SHAPES:-smoke}; do args+=(--shape "$shape"); done
+if [ -n "${NEURON_CPU:-}" ]; then
+  args+=(--neuron-cpu --baseline-nxdi-source "${BASELINE_NXDI_SOURCE:?}" --candidate-nxdi-source "${CANDIDATE_NXDI_SOURCE:?}")
+else
+  args+=(--baseline-python "${BASELINE_PYTHON:?}" --candidate-python "${CANDIDATE_PYTHON:?}")
+fi
+if [ -n "${MODEL_ROOT:-}" ]; then args+=(--model-root "$MODEL_ROOT"); fi
+# shellcheck disable=SC2086  # EXTRA_ARGS is a list of options
+exec "$PYTHON" -m harness.cli release-check "${args[@]}" ${EXTRA_ARGS:-}
