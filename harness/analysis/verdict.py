@@ -149,8 +149,9 @@ class Verdict:
         for key in sorted(set(base.get("versions", {})) | set(cand.get("versions", {}))):
             b, c = base.get("versions", {}).get(key, "-"), cand.get("versions", {}).get(key, "-")
             lines.append(f"| {key} | {b} | {c} |")
-        lines += ["", f"Mode: {self.mode}; {self.rounds} interleaved rounds per side; tolerance "
-                      f"{100 * self.tolerance:g}% at {100 * self.confidence:g}% confidence.", ""]
+        lines += ["", f"Mode: {self.mode}; perf rounds (fresh processes, interleaved): {base.get('rounds', 0)} baseline, "
+                      f"{cand.get('rounds', 0)} candidate; tolerance {100 * self.tolerance:g}% at "
+                      f"{100 * self.confidence:g}% confidence.", ""]
         if self.reasons:
             lines += ["### Reasons", ""] + [f"{i}. {r}" for i, r in enumerate(self.reasons, 1)] + [""]
         if self.outcome_changes:

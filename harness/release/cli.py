@@ -23,6 +23,9 @@ from harness.core.storage import atomic_write_json, atomic_write_text
 from harness.release.run import CONFORMANCE_MARKERS, CheckPlan, ReleaseCheckError, Side, run_check
 
 MIN_ROUNDS = 3  # a between-round interval needs at least two degrees of freedom to mean anything
+# From the gate-power table (README): on a 2-core CPU box a fresh process moves TKG by about 10%, and
+# 6 interleaved pairs are what caught a 30% slowdown every time with no A/A false alarm.
+DEFAULT_ROUNDS = 6
 
 
 def parse_rounds(value: str) -> int:
@@ -50,8 +53,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="evidence directory: verdict.json, verdict.md, each side's logs, "
                                             "benchmark JSON and JUnit XML (must be empty or absent)")
     p.add_argument("--force", action="store_true", help="replace a non-empty --out")
-    p.add_argument("--rounds", type=parse_rounds, default=3,
-                   help=f"perf rounds per side, each a fresh process, interleaved (default 3, at least {MIN_ROUNDS})")
+    p.add_argument("--rounds", type=parse_rounds, default=DEFAULT_ROUNDS,
+                   help=f"perf rounds per side, each a fresh process, interleaved (default {DEFAULT_ROUNDS}, at least "
+                        f"{MIN_ROUNDS}; README: gate power)")
     p.add_argument("--runs", type=parse_positive_int, default=5, help="timed runs per benchmark in a round (default 5)")
     p.add_argument("--max-regression", type=parse_tolerance, default=DEFAULT_TOLERANCE,
                    help="default tolerance of a gated timing (default 5%%)")

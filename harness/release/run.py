@@ -66,7 +66,7 @@ class CheckPlan:
     out: Path
     models: tuple[str, ...] = ("carbon-tiny",)
     shapes: tuple[str, ...] = ("smoke",)
-    rounds: int = 3
+    rounds: int = 6
     runs: int = 5
     cache_dir: Path | None = None
     cpu: bool = False

@@ -23,11 +23,14 @@ from harness.release.run import child_env
 pytestmark = [pytest.mark.release, pytest.mark.neuron, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-# The in-suite checks keep each round small (TKG only, 2 timed runs of 8 steps each): the planted
-# slowdown is ~30% of a TKG step on this CPU (~17 ms of process CPU time, one torch thread), the
-# planted 1% well under the 5% tolerance.
+# The in-suite checks keep each round small (TKG only, 2 timed runs of 8 steps each) and run 5 pairs:
+# a fresh process moves a TKG step (~17 ms of process CPU time, one torch thread) by about 10% here, so
+# the planted slowdown is 10 ms (~60%), well past what 5 pairs resolve, and the planted 0.17 ms (1%)
+# well under the 5% tolerance. The gate's power at smaller slowdowns is measured apart
+# (python -m harness.release.power; the README's table).
 PERF_OPTIONS = ("--no-conformance", "--perf-select", "test_tkg", "--runs", "2")
-PERF = (*PERF_OPTIONS, "--rounds", "3")
+ROUNDS = "5"
+PERF = (*PERF_OPTIONS, "--rounds", ROUNDS)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,7 @@ def aa_leg(tmp_path_factory, vendor) -> tuple[subprocess.CompletedProcess, Path]
     NxDI's CPU mode."""
     out = tmp_path_factory.mktemp("aa") / "verdict-carbon-tiny"
     env = child_env({"NEURON_CPU": "1", "BASELINE_NXDI_SOURCE": str(vendor), "CANDIDATE_NXDI_SOURCE": str(vendor),
-                     "MODEL": "carbon-tiny", "OUT": str(out), "PYTHON": sys.executable, "ROUNDS": "3",
+                     "MODEL": "carbon-tiny", "OUT": str(out), "PYTHON": sys.executable, "ROUNDS": ROUNDS,
                      "EXTRA_ARGS": " ".join(PERF_OPTIONS)})
     r = subprocess.run(["bash", "ci/scripts/release-leg.sh"], cwd=REPO, capture_output=True, text=True, timeout=1200,
                        env=env)
@@ -66,11 +69,11 @@ def test_a_release_against_itself_passes(aa_leg):
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["verdict"] == "PASS" and verdict["reasons"] == []
     tkg = [f for f in verdict["figures"] if f["metric"] == "tkg_ms_p50" and f["gated"]]
-    assert tkg and tkg[0]["pairs"] == 3 and tkg[0]["interval"] is not None
+    assert tkg and tkg[0]["pairs"] == int(ROUNDS) and tkg[0]["interval"] is not None
     for side in ("baseline", "candidate"):
         assert verdict["sides"][side]["versions"]["nxdi_version"] == "0.9.0"
         assert sorted(p.name for p in (out / side).glob("perf-round-*.json")) == [
-            "perf-round-1.json", "perf-round-2.json", "perf-round-3.json"]
+            f"perf-round-{k}.json" for k in range(1, int(ROUNDS) + 1)]
     assert (out / "verdict.md").read_text().startswith("## Release check: PASS")
 
 
@@ -111,7 +114,7 @@ def test_the_previous_release_fails_and_only_generating_tests_differ(tmp_path, v
     assert not any("test_baseline_flash_attention_is_nxdis_choice" in c["test"] for c in changed)
 
 
-@pytest.mark.parametrize("extra_ms, verdict_word", [(5.0, "FAIL"), (0.17, "PASS")])
+@pytest.mark.parametrize("extra_ms, verdict_word", [(10.0, "FAIL"), (0.17, "PASS")])
 def test_a_planted_tkg_slowdown_fails_and_a_small_change_passes(tmp_path, vendor, extra_ms, verdict_word):
     planted = plant_tkg_slowdown(vendor, tmp_path / "planted", extra_ms)
     r, verdict = release_check(tmp_path / "out", vendor, planted, *PERF)
