@@ -1,0 +1,73 @@
+"""``carbon-harness release-check`` refuses what it cannot run before running anything (exit 2, one
+line naming the value), merges legs, and plants slowdowns only where NxDI's TKG call is."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.release.plant import PlantError, plant_tkg_slowdown
+from tests.unit.conftest import REPO
+
+pytestmark = pytest.mark.unit
+
+
+def release_check(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", "release-check", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--out", "{tmp}/o", "--rounds", "2", "--neuron-cpu"], "argument --rounds: '2': at least 3 rounds per side"),
+    (["--out", "{tmp}/o", "--neuron-cpu", "--baseline-nxdi-source", "{tmp}"],
+     "--baseline-nxdi-source {tmp} holds no neuronx_distributed_inference package"),
+    (["--out", "{tmp}/o", "--neuron-cpu", "--baseline-nxdi-source", "{tmp}/missing"],
+     "--baseline-nxdi-source {tmp}/missing is not a directory"),
+    (["--out", "{tmp}/o", "--baseline-python", sys.executable], "give --candidate-python PY"),
+    (["--out", "{tmp}/o", "--baseline-python", sys.executable, "--candidate-python", "no-such-python-3"],
+     "--candidate-python no-such-python-3: no such executable"),
+    (["--out", "{tmp}/o", "--baseline-python", sys.executable, "--candidate-nxdi-source", "{tmp}"],
+     "--*-nxdi-source needs --neuron-cpu"),
+    (["--neuron-cpu"], "--out DIR is required"),
+    (["--out", "{tmp}/o", "--merge", "{tmp}"], "no verdict.json there"),
+])
+def test_bad_input_is_named_before_anything_runs(tmp_path, args, message):
+    r = release_check(*(a.format(tmp=tmp_path) for a in args))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert message.format(tmp=tmp_path) in r.stderr, r.stderr
+
+
+def test_a_non_empty_out_is_kept_without_force(tmp_path):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "keep.txt").write_text("earlier evidence")
+    r = release_check("--out", str(tmp_path / "o"), "--baseline-python", sys.executable, "--candidate-python",
+                      sys.executable)
+    assert r.returncode == 2 and "is not empty: give a new directory, or --force" in r.stderr
+    assert (tmp_path / "o" / "keep.txt").read_text() == "earlier evidence"
+
+
+def test_merge_fails_when_a_leg_failed(tmp_path):
+    for leg, word in (("verdict-carbon-500m", "PASS"), ("verdict-carbon-3b", "FAIL")):
+        (tmp_path / leg).mkdir()
+        (tmp_path / leg / "verdict.json").write_text(json.dumps(
+            {"schema": 1, "verdict": word, "reasons": [] if word == "PASS" else ["tkg_ms_p50: slower by 30%"],
+             "sides": {}, "rounds": 6}))
+    r = release_check("--merge", str(tmp_path / "verdict-carbon-500m"), str(tmp_path / "verdict-carbon-3b"),
+                      "--out", str(tmp_path / "merged"))
+    assert r.returncode == 1, r.stderr
+    merged = json.loads((tmp_path / "merged" / "verdict.json").read_text())
+    assert merged["verdict"] == "FAIL" and merged["reasons"] == ["verdict-carbon-3b: tkg_ms_p50: slower by 30%"]
+
+
+def test_planting_needs_nxdis_tkg_call(tmp_path):
+    tree = tmp_path / "src" / "neuronx-distributed-inference" / "src" / "neuronx_distributed_inference"
+    (tree / "models").mkdir(parents=True)
+    (tree / "__init__.py").write_text("")
+    (tree / "models" / "model_base.py").write_text("# a release whose forward moved\n")
+    with pytest.raises(PlantError, match="is not found exactly once"):
+        plant_tkg_slowdown(tmp_path / "src", tmp_path / "planted", 1.0)
+    with pytest.raises(PlantError, match="must be a non-negative number"):
+        plant_tkg_slowdown(tmp_path / "src", tmp_path / "planted2", -1.0)
