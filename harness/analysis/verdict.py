@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any
 
 from harness.analysis.compare import Tolerances
@@ -81,7 +82,7 @@ class FigureChange:
     @property
     def absolute(self) -> float:
         """Median candidate minus median baseline, signed so that positive is worse."""
-        diff = float(_median(self.new) - _median(self.base))
+        diff = float(median(self.new) - median(self.base))
         return diff if self.direction == "max" else -diff
 
     @property
@@ -96,7 +97,7 @@ class FigureChange:
         bounds = self.bounds
         interval = (f"{100 * bounds[0]:+.1f}% .. {100 * bounds[1]:+.1f}%" if bounds else "no interval")
         return (f"{self.benchmark} {self.metric}: {worse} by {100 * (self.change or 0):.1f}% "
-                f"({_fmt(_median(self.base))} -> {_fmt(_median(self.new))}; {100 * self.interval_confidence:g}% "
+                f"({_fmt(median(self.base))} -> {_fmt(median(self.new))}; {100 * self.interval_confidence:g}% "
                 f"interval {interval} over {self.interval.pairs} rounds; tolerance {100 * self.tolerance:g}%)")
 
 
@@ -181,17 +182,9 @@ def _figure_table(figures: Sequence[FigureChange]) -> list[str]:
         interval = f"{100 * bounds[0]:+.1f}% .. {100 * bounds[1]:+.1f}%" if bounds else "-"
         gate = ("**FAIL**" if f.regressed else f"pass (tol {100 * f.tolerance:g}%)") if f.gated else "reported"
         change = f"{100 * f.change:+.1f}%" if f.change is not None else "-"
-        lines.append(f"| `{f.benchmark}` | {f.metric} | {_fmt(_median(f.base))} | {_fmt(_median(f.new))} | {change} | "
+        lines.append(f"| `{f.benchmark}` | {f.metric} | {_fmt(median(f.base))} | {_fmt(median(f.new))} | {change} | "
                      f"{interval} | {gate} |")
     return lines
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    n = len(ordered)
-    if not n:
-        return math.nan
-    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
 def _fmt(value: float) -> str:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from harness.backends.neuron.artifacts import NEURON_PACKAGES, nxdi_build, package_digest
+from harness.backends.neuron.artifacts import NEURON_PACKAGES, nxdi_build, package_build
 from harness.backends.neuron.stubs import source_roots
 from harness.core.paths import REPO_ROOT
 from harness.core.versions import installed_versions
@@ -31,12 +30,7 @@ def source_tree(package_dir: Path | None, label: str) -> dict[str, Any]:
     """Version (``_version.py``), sha256 of the sources and git commit (where the tree is a checkout)."""
     if package_dir is None or not package_dir.is_dir():
         return {}
-    out: dict[str, Any] = {f"{label}_path": str(package_dir)}
-    version_file = package_dir / "_version.py"
-    match = re.search(r'__version__\s*=\s*"([^"]+)"', version_file.read_text()) if version_file.is_file() else None
-    if match:
-        out[f"{label}_version"] = match.group(1)
-    out[f"{label}_sha256"] = package_digest(package_dir)
+    out: dict[str, Any] = package_build(package_dir, label)
     commit = _git_commit(package_dir)
     if commit:
         out[f"{label}_commit"] = commit

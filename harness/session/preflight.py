@@ -66,6 +66,7 @@ def nxdi_release(source: Path | None) -> tuple[str, str]:
     import importlib.util
     import re
 
+    from harness.backends.neuron.artifacts import package_version
     from harness.backends.neuron.stubs import NXDI_PACKAGE, NeuronImportError, source_roots
 
     try:
@@ -76,10 +77,7 @@ def nxdi_release(source: Path | None) -> tuple[str, str]:
             package = Path(next(iter(spec.submodule_search_locations))) if spec else None
     except (NeuronImportError, StopIteration, ImportError):
         package = None
-    version_file = package / "_version.py" if package else None
-    match = (re.search(r'__version__\s*=\s*"([^"]+)"', version_file.read_text())
-             if version_file and version_file.is_file() else None)
-    version = match.group(1) if match else "(version unknown)"
+    version = (package_version(package) if package else None) or "(version unknown)"
     pin = None
     setup = package.parent.parent / "setup.py" if package else None
     found = re.search(r'"(transformers[^"]*)"', setup.read_text()) if setup and setup.is_file() else None

@@ -86,13 +86,24 @@ def nxdi_build() -> dict[str, str]:
         spec = importlib.util.find_spec(module)
         if spec is None or not spec.submodule_search_locations:
             continue
-        location = Path(next(iter(spec.submodule_search_locations)))
-        out[f"{label}_path"] = str(location)
-        version = re.search(r'__version__\s*=\s*"([^"]+)"', (location / "_version.py").read_text()) \
-            if (location / "_version.py").is_file() else None
-        if version:
-            out[f"{label}_version"] = version.group(1)
-        out[f"{label}_sha256"] = package_digest(location)
+        out.update(package_build(Path(next(iter(spec.submodule_search_locations))), label))
+    return out
+
+
+def package_version(package_dir: Path) -> str | None:
+    """The ``__version__`` a package's ``_version.py`` declares, read without importing it."""
+    version_file = package_dir / "_version.py"
+    match = re.search(r'__version__\s*=\s*"([^"]+)"', version_file.read_text()) if version_file.is_file() else None
+    return match.group(1) if match else None
+
+
+def package_build(package_dir: Path, label: str) -> dict[str, str]:
+    """``{label}_path``, ``{label}_version`` (where declared) and ``{label}_sha256`` of a package."""
+    out = {f"{label}_path": str(package_dir)}
+    version = package_version(package_dir)
+    if version:
+        out[f"{label}_version"] = version
+    out[f"{label}_sha256"] = package_digest(package_dir)
     return out
 
 
