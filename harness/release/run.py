@@ -87,7 +87,7 @@ def pytest_args(plan: CheckPlan, side: Side) -> list[str]:
     path (a bare path argument would move the rootdir and rename every test)."""
     args = ["-p", "no:cacheprovider", "-q", "--carbon-backend", "neuron"]
     for model in plan.models:
-        args += ["--carbon-model", model]
+        args.append(f"--carbon-model={model}")
     for shape in plan.shapes:
         args += ["--carbon-shape", shape]
     if plan.model_root is not None:

@@ -40,18 +40,59 @@ def identify_model(config: dict[str, Any], fallback: str) -> str:
     return fallback
 
 
+def embedded_models() -> tuple[str, ...]:
+    """The models that have no published checkpoint (the embedded default and its draft): always
+    synthetic unless a model root happens to hold one."""
+    from harness.core.spec import DEFAULT_MODEL
+    from harness.core.speculation import EMBEDDED_DRAFTS
+
+    return tuple(name for name in (DEFAULT_MODEL, *EMBEDDED_DRAFTS) if name in MODELS)
+
+
+def model_root_names(spec: Any) -> tuple[str, ...]:
+    """The directory names a model is looked for under --carbon-model-root: the published one
+    (``Carbon-3B``), then the harness's name (``carbon-3b``)."""
+    return tuple(dict.fromkeys(n for n in (spec.hf_name, spec.name) if n))
+
+
+def root_listing(root: Path, limit: int = 12) -> str:
+    """What a directory holds, for an error message (names sorted, at most ``limit``)."""
+    names = sorted(p.name for p in root.iterdir())
+    shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+    return shown or "nothing"
+
+
+def find_in_model_root(value: str, spec: Any, model_root: Path) -> Path | None:
+    """The checkpoint directory of ``spec`` under ``model_root`` (checked to be a Carbon checkpoint).
+    A published model that is not there is an error naming the names looked for and what the root
+    holds: a model root is given to measure real weights, never to fall back to random ones. The
+    embedded models, which have no published checkpoint, are None (synthetic) when absent."""
+    names = model_root_names(spec)
+    for name in names:
+        candidate = model_root / name
+        if candidate.is_dir():
+            info = inspect_checkpoint(candidate)  # a directory that is no checkpoint fails here, naming its file
+            found = identify_model(info.config, "no known")
+            if found != spec.name:
+                raise ValueError(f"--carbon-model {value!r}: {candidate} holds a checkpoint of {found} architecture, "
+                                 f"not {spec.name}'s")
+            return candidate
+    if spec.name in embedded_models():
+        return None
+    raise ValueError(f"--carbon-model {value!r}: --carbon-model-root {model_root} has no directory named "
+                     f"{' or '.join(names)} (it holds: {root_listing(model_root)}); without --carbon-model-root "
+                     f"{spec.name} is a synthetic checkpoint")
+
+
 def resolve_model(value: str, model_root: Path | None) -> ModelRef:
-    """A name from spec (real checkpoint under ``model_root`` if present, else synthetic) or a path."""
+    """A name from spec (its real checkpoint under ``model_root`` when one is given, else synthetic) or a path."""
     try:
         spec = get_model(value)
     except SpecError:
         spec = None
     if spec is not None:
-        if model_root is not None:
-            candidate = model_root / spec.hf_name
-            if candidate.is_dir():
-                return ModelRef(spec.name, candidate, True)
-        return ModelRef(spec.name, None, False)
+        found = find_in_model_root(value, spec, model_root) if model_root is not None else None
+        return ModelRef(spec.name, found, found is not None and not inspect_checkpoint(found).synthetic)
     path = Path(value).expanduser()
     if not path.exists():
         raise ValueError(f"--carbon-model {value!r} is neither a known model ({', '.join(MODELS)}) nor an existing "
@@ -92,6 +133,7 @@ class HarnessConfig:
     neuron_cpu: bool = False  # the neuron backend in NxDI's CPU mode
     nxdi_source: Path | None = None  # NxDI from a source checkout instead of the installed package
     drafts: list[ModelRef] = field(default_factory=list)  # speculative drafts (label "self": the target)
+    drafts_requested: bool = False  # --carbon-draft given: a draft that cannot run here is an error, not a skip
     speculation_length: int = 4
     endpoint: str | None = None  # a running OpenAI-compatible server (--carbon-endpoint)
     served_model: str | None = None
@@ -130,7 +172,7 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
     if not str(options.get("cache_dir") or "").strip():
         raise ValueError("--carbon-cache-dir '' is empty: give a directory (default ~/.cache/carbon-harness)")
     check_device_dtype(backend, options.get("device", "auto"), options.get("dtype", "auto"))
-    files = [Path(p) for p in options["thresholds"]] if options.get("thresholds") else default_threshold_paths(rootdir)
+    files = [Path(p).expanduser() for p in options["thresholds"]] if options.get("thresholds") else default_threshold_paths(rootdir)
     hardware = options.get("hardware") or detect_profile_name(cuda_device_name)
     get_profile(hardware)  # unknown names fail here, with the known ones listed
     runs, warmup = int(options.get("runs", 5)), int(options.get("warmup", 1))
@@ -172,4 +214,4 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
                          threshold_files=[str(f) for f in files], hardware_name=hardware, runs=runs, warmup=warmup,
                          model_root=model_root, variants=variants, cores_per_worker=options.get("cores_per_worker"),
                          neuron_cpu=neuron_cpu, nxdi_source=nxdi_source,
-                         drafts=drafts, speculation_length=int(options.get("speculation_length", 4)))
+                         drafts=drafts, drafts_requested=bool(options.get("drafts")), speculation_length=int(options.get("speculation_length", 4)))

@@ -12,13 +12,17 @@ from harness.core.versions import installed_versions
 from harness.session.config import HarnessConfig
 
 
-def check_backend_available(config: HarnessConfig) -> None:
-    """Fail the session at start, once, when the backend cannot run on this machine. For NxDI's CPU
-    mode this imports NxDI (stubbing only the Neuron-only packages), so an API break of a candidate
-    NxDI release, or a transformers it does not support, stops the session with its ImportError."""
+def check_backend_available(config: HarnessConfig, connect: bool = True) -> None:
+    """Fail the session at start, once, when an engine, server or draft the command line asked for
+    cannot run on this machine: skipped instead, every test that needs it would pass the run with
+    exit 0. For NxDI's CPU mode this imports NxDI (stubbing only the Neuron-only packages), so an
+    API break of a candidate NxDI release, or a transformers it does not support, stops the session
+    with its ImportError. ``connect``: ask --carbon-endpoint's server (not under --collect-only)."""
     if config.backend == "openai" and not (config.endpoint or config.serve):
         raise BackendError("--carbon-backend openai needs --carbon-endpoint URL of a running server "
                            "or --carbon-serve vllm")
+    check_requested_drafts(config)
+    check_serving(config, connect)
     if config.backend != "neuron":
         return
     if config.neuron_cpu:
@@ -30,6 +34,65 @@ def check_backend_available(config: HarnessConfig) -> None:
     if reason:
         raise BackendError(f"--carbon-backend neuron cannot run here: {reason} (or add --carbon-neuron-cpu to run "
                            "NxDI's CPU mode)")
+
+
+def check_requested_drafts(config: HarnessConfig) -> None:
+    """--carbon-draft given where no speculative engine can run it (the default drafts only skip)."""
+    if not config.drafts_requested:
+        return
+    drafts = ", ".join(d.label for d in config.drafts)
+    if config.backend == "openai" or config.endpoint:
+        if config.serve != "vllm":
+            raise BackendError(f"--carbon-draft {drafts} cannot run with --carbon-endpoint: speculative serving needs "
+                               "a server the harness starts with its draft: --carbon-serve vllm (a running server "
+                               "speculates with whatever draft it was started with)")
+        return
+    from harness.workloads.speculative import loop_unavailable_reason
+
+    reason = loop_unavailable_reason(config.backend, config.neuron_cpu)
+    if reason:
+        raise BackendError(f"--carbon-draft {drafts} cannot run on --carbon-backend {config.backend}: {reason}")
+
+
+def vllm_unavailable_reason() -> str | None:
+    """Why --carbon-serve vllm cannot start a server here (``harness.serving.server.vllm_python``'s
+    choice: $CARBON_VLLM_PYTHON, else this Python if it has vllm), None when it can."""
+    import importlib.util
+    import os
+    import shutil
+    import sys
+
+    explicit = os.environ.get("CARBON_VLLM_PYTHON")
+    if explicit:
+        return None if shutil.which(explicit) else f"CARBON_VLLM_PYTHON={explicit} is not an executable file"
+    if importlib.util.find_spec("vllm") is None:
+        return f"this Python ({sys.executable}) has no vllm and CARBON_VLLM_PYTHON is not set"
+    return None
+
+
+def check_serving(config: HarnessConfig, connect: bool) -> None:
+    """The server the run asked for: vLLM for --carbon-serve vllm, the serving client, and (with
+    ``connect``) an answer from --carbon-endpoint naming the model to measure."""
+    if config.serve == "vllm":
+        reason = vllm_unavailable_reason()
+        if reason:
+            from harness.serving.server import VLLM_INSTALL_HINT
+
+            raise BackendError(f"--carbon-serve vllm cannot start here: {reason}; needs {VLLM_INSTALL_HINT}")
+    if not (config.serve or config.endpoint):
+        return
+    from harness.serving.client import INSTALL_HINT, Endpoint, ServingError, resolve_endpoint, run_async
+
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        asked = f"--carbon-serve {config.serve}" if config.serve else f"--carbon-endpoint {config.endpoint}"
+        raise BackendError(f"{asked} needs the serving client, aiohttp: {INSTALL_HINT}") from None
+    if config.endpoint and connect:
+        try:
+            run_async(resolve_endpoint(Endpoint.from_env(config.endpoint, config.served_model)))
+        except ServingError as exc:
+            raise BackendError(f"--carbon-endpoint {config.endpoint} cannot be used: {exc}") from None
 
 
 NXDI_CPU_MODULES = ("neuronx_distributed_inference.models.config",

@@ -11,15 +11,9 @@ import pytest
 from harness.core.options import parse_positive_float, parse_runs, parse_warmup
 from harness.session.config import make_config
 from harness.session.workers import limit_worker_threads, worker_cpu_threads
-from tests.unit.conftest import REPO, run_pytest
+from tests.helpers import REPO, plugin_options, run_pytest
 
 pytestmark = pytest.mark.unit
-
-
-def options(**overrides):
-    return {"backend": "hf", "models": None, "model_root": None, "shapes": None, "device": "auto", "dtype": "auto",
-            "cache_dir": "~/.cache/carbon-harness", "thresholds": None, "hardware": "cpu", "runs": 5, "warmup": 1,
-            "variants": None, "cores_per_worker": None, **overrides}
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -31,7 +25,7 @@ def options(**overrides):
 ])
 def test_bad_options_fail_at_session_start(overrides, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        make_config(options(**overrides), REPO)
+        make_config(plugin_options(**overrides), REPO)
 
 
 def test_cuda_without_a_gpu_is_refused_at_start():
@@ -40,7 +34,7 @@ def test_cuda_without_a_gpu_is_refused_at_start():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: --carbon-device cuda is valid here")
     with pytest.raises(ValueError, match="CUDA is not available here"):
-        make_config(options(device="cuda"), REPO)
+        make_config(plugin_options(device="cuda"), REPO)
 
 
 @pytest.mark.parametrize("parse,value,message", [
@@ -67,12 +61,12 @@ def test_thresholds_errors_stop_the_session(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ValueError, match=re.escape("holds no *.json file")):
-        make_config(options(thresholds=[str(empty)]), REPO)
+        make_config(plugin_options(thresholds=[str(empty)]), REPO)
     typo = tmp_path / "typo.json"
     typo.write_text(json.dumps({"schema": 1, "thresholds": [
         {"hardware": "cpu", "model": "carbon-tyni", "shape": "smoke", "metric": "tkg_ms_p50", "max": 1}]}))
     with pytest.raises(ValueError, match="did you mean 'carbon-tiny'"):
-        make_config(options(thresholds=[str(typo)]), REPO)
+        make_config(plugin_options(thresholds=[str(typo)]), REPO)
 
 
 def test_a_figure_gated_only_on_other_hardware_is_reported(gated_run):
@@ -106,3 +100,40 @@ def test_threads_are_left_alone_outside_a_worker_or_when_the_user_set_them(envir
     before = dict(environ)
     assert limit_worker_threads(environ) is None
     assert environ == before
+
+
+# -- --carbon-model-root: a named model that is not there is an error, not synthetic weights ---------------------------
+
+def test_a_model_root_without_the_model_names_what_it_looked_for_and_what_it_holds(tmp_path):
+    (tmp_path / "carbon-3B").mkdir()  # not the published name
+    (tmp_path / "notes.txt").write_text("")
+    with pytest.raises(ValueError) as err:
+        make_config(plugin_options(model_root=str(tmp_path), models=["carbon-3b"]), REPO)
+    assert str(err.value) == (f"--carbon-model 'carbon-3b': --carbon-model-root {tmp_path} has no directory named "
+                              "Carbon-3B or carbon-3b (it holds: carbon-3B, notes.txt); without --carbon-model-root "
+                              "carbon-3b is a synthetic checkpoint")
+
+
+def test_a_model_root_draft_that_is_missing_is_an_error_too(tmp_path):
+    with pytest.raises(ValueError, match=re.escape(f"--carbon-draft 'carbon-500m': --carbon-model-root {tmp_path} has "
+                                                   "no directory named Carbon-500M or carbon-500m (it holds: nothing)")):
+        make_config(plugin_options(model_root=str(tmp_path), drafts=["carbon-500m"]), REPO)
+
+
+def test_a_model_root_checkpoint_is_found_and_checked_at_start(tmp_path, carbon_cache_dir):
+    import shutil
+
+    from harness.carbon.checkpoint import cached_checkpoint
+
+    tiny = cached_checkpoint("carbon-tiny", carbon_cache_dir, progress=None)
+    shutil.copytree(tiny, tmp_path / "carbon-tiny")
+    cfg = make_config(plugin_options(model_root=str(tmp_path), models=["carbon-tiny", "carbon-tiny-draft"]), REPO)
+    assert [(m.label, m.path) for m in cfg.models] == [("carbon-tiny", tmp_path / "carbon-tiny"),
+                                                       ("carbon-tiny-draft", None)]  # embedded: synthetic when absent
+    shutil.copytree(tiny, tmp_path / "Carbon-500M")
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'Carbon-500M'} holds a checkpoint of carbon-tiny "
+                                                   "architecture, not carbon-500m's")):
+        make_config(plugin_options(model_root=str(tmp_path), models=["carbon-500m"]), REPO)
+    (tmp_path / "Carbon-8B").mkdir()  # there, but no checkpoint in it
+    with pytest.raises(ValueError, match=re.escape(f"checkpoint file {tmp_path / 'Carbon-8B' / 'config.json'}")):
+        make_config(plugin_options(model_root=str(tmp_path), models=["carbon-8b"]), REPO)
