@@ -6,6 +6,11 @@ Format (``fixtures/thresholds/*.json``), so other tools can write it::
         {"hardware": "trn2.3xlarge", "model": "carbon-3b", "shape": "report-bs1",
          "metric": "tkg_ms_p50", "max": 7.35, "baseline": 6.68, "tolerance": 0.10}]}
 
+A file may carry ``"provenance"``: where its numbers come from (``sdk``, ``nxdi``, ``neuronx_cc``,
+``instance``, ``date``, ``run``, all required once the block is there; ``note``, ``headroom``,
+``versions`` optional), checked like the entries, so a re-baselined file says what it was measured on.
+``carbon-harness thresholds --from run.json`` writes one (``harness.analysis.thresholds``).
+
 ``min`` instead of ``max`` for throughputs; ``baseline`` + ``tolerance`` alone derive the bound;
 ``"*"`` matches any hardware, model or shape, and the most specific entry wins. A malformed file
 fails the session at start, naming the file, the entry and the field.
@@ -35,6 +40,9 @@ SCHEMA = 1
 
 
 ENTRY_FIELDS = {"hardware", "model", "shape", "metric", "max", "min", "baseline", "tolerance", "note"}
+DOCUMENT_FIELDS = ("schema", "thresholds", "provenance")
+PROVENANCE_REQUIRED = ("sdk", "nxdi", "neuronx_cc", "instance", "date", "run")
+PROVENANCE_FIELDS = (*PROVENANCE_REQUIRED, "note", "headroom", "versions")
 
 
 class ThresholdError(ValueError):
@@ -155,9 +163,49 @@ def parse_entry(entry: Any, where: str, known: KnownNames | None = None) -> Thre
                      baseline, tolerance, where)
 
 
+def _unknown_field(fields: Iterable[str], allowed: Iterable[str], where: str) -> None:
+    allowed = list(allowed)
+    unknown = sorted(set(fields) - set(allowed))
+    if unknown:
+        hint = difflib.get_close_matches(unknown[0], allowed, n=1)
+        raise ThresholdError(f"{where}: unknown field {unknown[0]!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                             + f"; fields: {', '.join(allowed)}")
+
+
+def parse_provenance(data: Any, source: str) -> dict[str, Any]:
+    """A thresholds file's ``provenance``: every required field a non-empty string, ``date`` an ISO
+    date (``2026-05-21``, or a date and time), ``versions`` a name -> version object; a misspelled
+    field is an error naming it, as in the entries."""
+    where = f"{source}: provenance"
+    if not isinstance(data, dict):
+        raise ThresholdError(f"{where}: must be an object with {', '.join(PROVENANCE_REQUIRED)}, got {data!r}")
+    _unknown_field(data, PROVENANCE_FIELDS, where)
+    for key in PROVENANCE_REQUIRED:
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise ThresholdError(f"{where}: field {key!r} is required (a non-empty string: say 'none' or "
+                                 f"'not recorded' where it does not apply), got {data.get(key)!r}")
+    import datetime
+
+    try:
+        datetime.datetime.fromisoformat(data["date"])
+    except ValueError:
+        raise ThresholdError(f"{where}: field 'date' {data['date']!r} is not an ISO date such as 2026-05-21") from None
+    versions = data.get("versions", {})
+    if not isinstance(versions, dict) or not all(
+            isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in versions.items()):
+        raise ThresholdError(f"{where}: field 'versions' must map package names to version strings (or null)")
+    for key in ("note", "headroom"):
+        if key in data and not isinstance(data[key], str):
+            raise ThresholdError(f"{where}: field {key!r} must be a string, got {data[key]!r}")
+    return dict(data)
+
+
 def parse_thresholds(data: Any, source: str, known: KnownNames | None = None) -> list[Threshold]:
     if not isinstance(data, dict):
         raise ThresholdError(f"{source}: must hold a JSON object with 'schema' and 'thresholds'")
+    _unknown_field(data, DOCUMENT_FIELDS, source)
+    if "provenance" in data:
+        parse_provenance(data["provenance"], source)
     if data.get("schema") != SCHEMA:
         raise ThresholdError(f"{source}: field 'schema' is {data.get('schema')!r}; this harness reads schema {SCHEMA}")
     entries = data.get("thresholds")
@@ -270,3 +318,75 @@ def evaluate(thresholds: Iterable[Threshold], hardware: str, model: str, shape: 
         if t is not None:
             results.append(GateResult(metric, float(value), t))
     return results
+
+
+# What a run gated, figure by figure, read back from its benchmarks' extra_info (the merged set under
+# pytest-xdist): ``gate`` is the gate's record ({metric: {..., "passed": bool}}, "no threshold", or
+# "not gated: <why>" from a test that did not ask the gate) and ``not_gated`` maps each figure the gate
+# was given but could not gate to why. A run whose gates held nothing must not look like a pass.
+NOT_GATED_KEY = "not_gated"
+NO_THRESHOLD = "no threshold"
+NOT_PERF = "not -m perf"
+
+
+def not_gated_reason(text: str) -> str:
+    """The short reason of a ``"not gated: ..."`` record: what precedes its explanation."""
+    reason = text.split(":", 1)[1].strip() if text.lower().startswith("not gated:") else text.strip()
+    if "-m selects perf" in reason:
+        return NOT_PERF
+    for stop in (" (", ";", ": "):
+        reason = reason.split(stop, 1)[0]
+    return reason.strip() or "not gated"
+
+
+def figure_outcomes(extra_info: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(metric, outcome) for every figure a benchmark recorded: ``passed``, ``failed`` or the reason
+    it was not gated. Figures come from the gate's own record (``gate`` and ``not_gated``); a record
+    without ``not_gated`` (a test that gated by itself, or an older file) counts the gateable figures
+    of its extra_info, and a benchmark that never went near a gate counts none."""
+    gate = extra_info.get("gate")
+    if gate is None:
+        return []
+    recorded = extra_info.get(NOT_GATED_KEY)
+    out: list[tuple[str, str]] = []
+    if isinstance(gate, Mapping):
+        out += [(m, "passed" if isinstance(r, Mapping) and r.get("passed") else "failed") for m, r in gate.items()]
+    if isinstance(recorded, Mapping):
+        return out + [(m, not_gated_reason(str(reason))) for m, reason in recorded.items()]
+    if isinstance(gate, str):
+        reason = NO_THRESHOLD if gate == NO_THRESHOLD else not_gated_reason(gate)
+        out += [(m, reason) for m, v in extra_info.items()
+                if m in METRICS and isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return out
+
+
+@dataclass(frozen=True)
+class GateTally:
+    """How many figures a run gated (passed / failed) and how many it recorded ungated, by reason."""
+
+    passed: int = 0
+    failed: int = 0
+    not_gated: tuple[tuple[str, int], ...] = ()  # (reason, count), most frequent first
+
+    @property
+    def gated(self) -> int:
+        return self.passed + self.failed
+
+    @property
+    def ungated(self) -> int:
+        return sum(n for _, n in self.not_gated)
+
+    def line(self) -> str:
+        reasons = ", ".join(f"{n} {reason}" for reason, n in self.not_gated)
+        return (f"carbon-harness: gates: {self.gated} figure{'s' * (self.gated != 1)} gated "
+                f"({self.passed} passed, {self.failed} failed); {self.ungated} recorded but not gated"
+                + (f" ({reasons})" if reasons else ""))
+
+
+def tally_gates(extra_infos: Iterable[Mapping[str, Any]]) -> GateTally:
+    from collections import Counter
+
+    outcomes = Counter(outcome for info in extra_infos for _, outcome in figure_outcomes(info))
+    passed, failed = outcomes.pop("passed", 0), outcomes.pop("failed", 0)
+    reasons = tuple(sorted(outcomes.items(), key=lambda kv: (-kv[1], kv[0])))
+    return GateTally(passed, failed, reasons)

@@ -89,7 +89,7 @@ def plan_speculation(target: ModelSpec | str, draft: ModelSpec | str, shape: Run
         raise SpeculativeError(f"hardware profile {hardware.name!r} has no memory bandwidth: pass one that has")
     # The verification step reads the weights once and k extra positions of KV (the cache grows by k + 1).
     extra_kv = kv_cache_bytes(target, shape.batch_size, k, t_plan.sharding.num_kv_heads, dtype)
-    verify_ms = t_plan.tkg_floor_ms + (memory_floor_ms(extra_kv, hardware.memory_bandwidth_gbps) or 0.0)
+    verify_ms = t_plan.tkg_floor_ms + (memory_floor_ms(extra_kv, hardware.bandwidth_gbps(t_plan.tp_degree)) or 0.0)
     ratio = d_plan.tkg_floor_ms / t_plan.tkg_floor_ms
     speedup = predicted_speedup(a, k, d_plan.tkg_floor_ms, verify_ms, t_plan.tkg_floor_ms)
     return SpeculationPlan(target.name, draft.name, hardware.name, t_plan.tp_degree, k, a, t_plan.tkg_floor_ms,

@@ -37,8 +37,8 @@ class HardwareProfile:
     logical_cores: int | None = None
     logical_nc_config: int | None = None
     memory_gib: float | None = None
-    memory_bandwidth_gbps: float | None = None  # GB/s (1e9 bytes), whole instance
-    peak_bf16_tflops: float | None = None
+    memory_bandwidth_gbps: float | None = None  # GB/s (1e9 bytes), whole instance: see bandwidth_gbps(tp)
+    peak_bf16_tflops: float | None = None  # whole instance: see bf16_tflops(tp)
     price_per_hour: float | None = None
     price_note: str = ""
     bandwidth_source: str = "profile"
@@ -52,6 +52,30 @@ class HardwareProfile:
         if value is None or not self.logical_cores:
             return None
         return value / self.logical_cores
+
+    def cores_used(self, tp_degree: int | None) -> int | None:
+        """Logical cores a ``tp_degree`` artifact spans on a Neuron instance (one rank per logical
+        core, so at most all of them); None elsewhere: a GPU profile is one device and a CPU
+        process uses the whole machine, so tp does not slice either."""
+        if self.kind != "neuron" or not self.logical_cores or not tp_degree:
+            return None
+        return min(tp_degree, self.logical_cores)
+
+    def _share(self, value: float | None, tp_degree: int | None) -> float | None:
+        cores = self.cores_used(tp_degree)
+        if value is None or cores is None:
+            return value
+        return value / self.logical_cores * cores
+
+    def bandwidth_gbps(self, tp_degree: int | None) -> float | None:
+        """HBM bandwidth the cores of a ``tp_degree`` artifact can read at: on a trn2.48xlarge a tp=8
+        artifact runs on 8 of 64 logical cores (2 of 16 chips) and reads their 5.8 TB/s, not the
+        instance's 46.4 TB/s; whole-profile figures elsewhere."""
+        return self._share(self.memory_bandwidth_gbps, tp_degree)
+
+    def bf16_tflops(self, tp_degree: int | None) -> float | None:
+        """Peak BF16 compute of the cores a ``tp_degree`` artifact runs on (as ``bandwidth_gbps``)."""
+        return self._share(self.peak_bf16_tflops, tp_degree)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

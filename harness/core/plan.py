@@ -182,8 +182,9 @@ def make_plan(spec: ModelSpec, shape: RunShape, hardware: HardwareProfile, tp_de
     # The same decode-step bytes as the measured tkg_roofline_fraction (figures.roofline), plus padding.
     context = shape.max_context_length + shape.max_new_tokens / 2
     step_bytes = tkg_step_bytes(spec, shape.batch_size, context, dtype, sharding.num_kv_heads) + padding
-    tkg_floor = memory_floor_ms(step_bytes, hardware.memory_bandwidth_gbps)
-    peak = hardware.peak_bf16_tflops
+    # Floors at the bandwidth and compute of the cores this tp degree runs on, not the whole instance's.
+    tkg_floor = memory_floor_ms(step_bytes, hardware.bandwidth_gbps(tp))
+    peak = hardware.bf16_tflops(tp)
     cte_floor = None
     if peak:
         flops = shape.batch_size * forward_flops(spec, shape.max_context_length, shape.max_context_length)

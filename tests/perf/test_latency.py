@@ -61,7 +61,7 @@ def test_tkg(benchmark, carbon_session, carbon_engine, shape_batch, carbon_gate)
     figures = latency_figures("tkg", round_ms(benchmark))
     context_tokens = shape_batch.max_prompt_tokens + rounds / 2
     figures.update(roofline(model_spec(carbon_engine.info.model), shape_batch.size, context_tokens,
-                            carbon_engine.info.dtype, carbon_session.hardware.memory_bandwidth_gbps,
+                            carbon_engine.info.dtype, carbon_session.hardware.bandwidth_gbps(shape.tp_degree),
                             figures["tkg_ms_p50"]))
     assert all(math.isfinite(v) and v > 0 for v in figures.values())
     carbon_gate(benchmark, model=carbon_engine.info.model, shape=shape.name, figures=figures,
@@ -84,7 +84,7 @@ def test_e2e(benchmark, carbon_session, carbon_engine, shape_batch, carbon_model
     assert all(len(r.tkg_ms) == shape.max_new_tokens - 1 for r in timed)
     assert all(r.tokens.equal(timed[0].tokens) for r in timed), "greedy generation must be deterministic"
     figures = generation_figures(timed, carbon_model_tokenizer, model_spec(carbon_engine.info.model),
-                                 carbon_engine.info.dtype, carbon_session.hardware.memory_bandwidth_gbps,
+                                 carbon_engine.info.dtype, carbon_session.hardware.bandwidth_gbps(shape.tp_degree),
                                  shape_batch.max_prompt_tokens)
     assert figures["e2e_ms_p50"] > 0 and figures["tokens_per_s"] > 0
     carbon_gate(benchmark, model=carbon_engine.info.model, shape=shape.name, figures=figures,
