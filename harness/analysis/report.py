@@ -1,8 +1,12 @@
-"""Human-readable views of harness results: the markdown table (with cost columns where the
-hardware has a price) and the throughput plot."""
+"""Human-readable views of harness results, fit to file as release evidence: the markdown report
+(title, hardware, versions, verdict, the table with a gate column, failing benchmarks marked; cost
+columns where the hardware has a price), the throughput plot in bp/s with each threshold drawn, and
+one self-contained HTML page (the plot embedded) that shows the same."""
 
 from __future__ import annotations
 
+import base64
+import html
 import math
 import os
 from pathlib import Path
@@ -46,21 +50,155 @@ def table_rows(results: list[BenchResult]) -> list[dict[str, Any]]:
     return rows
 
 
-def markdown(results: list[BenchResult]) -> str:
-    rows = table_rows(results)
+TITLE = "Carbon benchmark report"
+# The stack a Trn2 result depends on, in the order a team files it: label -> (package, manifest nxdi key).
+VERSION_ROWS = (("NxDI", "neuronx-distributed-inference", "nxdi_version"),
+                ("NxD", "neuronx-distributed", "nxd_version"), ("neuronx-cc", "neuronx-cc", None),
+                ("torch-neuronx", "torch-neuronx", None), ("transformers", "transformers", None),
+                ("torch", "torch", None))
+NOT_INSTALLED = "not installed"
+
+
+def versions(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, version) of the stack and the harness sha, "not installed" where absent (an NxDI
+    imported from a source tree has no distribution: its ``_version.py`` is what the manifest says)."""
+    installed = manifest.get("versions") if isinstance(manifest.get("versions"), dict) else {}
+    nxdi = manifest.get("nxdi") if isinstance(manifest.get("nxdi"), dict) else {}
+    rows = [(label, str(installed.get(package) or (nxdi.get(key) if key else None) or NOT_INSTALLED))
+            for label, package, key in VERSION_ROWS]
+    return rows + [("harness sha", str(manifest.get("harness_git_sha") or "not recorded"))]
+
+
+def hardware_line(manifest: dict[str, Any]) -> str:
+    hw = manifest.get("hardware") if isinstance(manifest.get("hardware"), dict) else {}
+    name = hw.get("name") if hw else manifest.get("hardware")  # identity-only manifests name it
+    parts = [str(name or "not recorded")]
+    if manifest.get("cpu_model"):
+        parts.append(f"host CPU {manifest['cpu_model']} ({manifest.get('cpu_count')} CPUs)")
+    if hw.get("memory_bandwidth_gbps"):
+        source = str(hw.get("bandwidth_source", "profile"))
+        parts.append(f"memory bandwidth {hw['memory_bandwidth_gbps']:,.1f} GB/s"
+                     + (f" ({source.replace(' (', ', ').rstrip(')')})" if source.startswith("measured") else " (profile)"))
+    if manifest.get("backend"):
+        parts.append(f"backend {manifest['backend']} {manifest.get('dtype') or ''}".rstrip())
+    return ", ".join(parts)
+
+
+def _num(value: Any) -> str:
+    """A gate's value or bound, to 4 significant digits whatever its size (a 1e-06 bound is not 0.000)."""
+    return f"{value:.4g}" if _finite(value) else str(value)
+
+
+def gate_cell(extra: dict[str, Any]) -> tuple[str, bool | None]:
+    """The gate column: each gated figure with its bound and pass/FAIL; None when nothing was gated."""
+    gate = extra.get("gate")
+    if not isinstance(gate, dict):
+        return (str(gate) if gate else ""), None
+    cells, passed = [], True
+    for metric, g in sorted(gate.items()):
+        if not isinstance(g, dict):
+            continue
+        op = "<=" if g.get("kind", "max") == "max" else ">="
+        ok = bool(g.get("passed"))
+        passed &= ok
+        cells.append(f"{metric} {_num(g.get('value'))} {op} {_num(g.get('bound'))}: {'pass' if ok else 'FAIL'}")
+    return "; ".join(cells), passed
+
+
+def verdict(results: list[BenchResult]) -> tuple[str, list[str]]:
+    """PASS / FAIL over every gated benchmark, the failing ones named; NOT GATED when none was."""
+    gated = [(r.name, gate_cell(r.extra)[1]) for r in results]
+    failing = [name for name, ok in gated if ok is False]
+    if failing:
+        return "FAIL", failing
+    return ("PASS" if any(ok for _, ok in gated) else "NOT GATED"), []
+
+
+def _table(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     columns = [("benchmark", "benchmark")] + TABLE_COLUMNS
     if any("usd_per_gbp" in r for r in rows):
         columns += COST_COLUMNS
-    columns = [(k, h) for k, h in columns if any(r.get(k) is not None for r in rows)]
+    columns += [("gate", "gate")]
+    return [(k, h) for k, h in columns if any(r.get(k) not in (None, "") for r in rows)]
+
+
+def _rows_with_gates(results: list[BenchResult]) -> list[dict[str, Any]]:
+    rows = table_rows(results)
+    by_name = {r.name.split("::")[-1]: r for r in results}
+    for row in rows:
+        cell, passed = gate_cell(by_name[row["benchmark"]].extra)
+        row["gate"], row["passed"] = cell, passed
+        if passed is False:
+            row["benchmark"] = f"**FAIL** {row['benchmark']}"
+    return rows
+
+
+def markdown(results: list[BenchResult], manifest: dict[str, Any] | None = None) -> str:
+    """The table alone (no manifest), or the whole report: title, hardware, versions, verdict, the
+    table with its gate column."""
+    rows = _rows_with_gates(results)
+    columns = _table(rows)
     lines = ["| " + " | ".join(h for _, h in columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_fmt(r.get(k)) for k, _ in columns) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    lines += ["| " + " | ".join(_fmt(r.get(k)).replace("|", "\\|") for k, _ in columns) + " |" for r in rows]
+    table = "\n".join(lines) + "\n"
+    if manifest is None:
+        return table
+    word, failing = verdict(results)
+    head = [f"# {TITLE}", "", f"**Verdict: {word}**" + (f" ({len(failing)} benchmark(s) failed a gate: "
+                                                        + ", ".join(f.split("::")[-1] for f in failing) + ")"
+                                                        if failing else ""), "",
+            f"**Hardware:** {hardware_line(manifest)}", "", "| component | version |", "|---|---|"]
+    head += [f"| {label} | {version} |" for label, version in versions(manifest)]
+    return "\n".join(head) + "\n\n## Results\n\n" + table
 
 
-def plot(results: list[BenchResult], path: str | Path) -> Path:
-    """Throughput (tokens/s) per model and shape, as a bar chart (needs the [plot] extra), in the
-    format the file's suffix names (png, svg, pdf, ...); written atomically, nothing left on failure."""
-    path = Path(path)
+def html_page(results: list[BenchResult], manifest: dict[str, Any], plot_png: bytes | None) -> str:
+    """One self-contained page (no external file: the plot is a base64 PNG) with the verdict, the
+    hardware, the versions and the table, failing rows marked."""
+    esc = html.escape
+    word, failing = verdict(results)
+    rows = _rows_with_gates(results)
+    columns = _table(rows)
+    colour = {"PASS": "#1e7b34", "FAIL": "#b3261e"}.get(word, "#8a6d00")
+    body = [f"<h1>{esc(TITLE)}</h1>",
+            f'<p id="verdict" class="verdict" style="background:{colour}">Verdict: {esc(word)}'
+            + (f" &mdash; {len(failing)} benchmark(s) failed a gate" if failing else "") + "</p>",
+            f"<p><b>Hardware:</b> {esc(hardware_line(manifest))}</p>",
+            '<table class="versions"><tr><th>component</th><th>version</th></tr>'
+            + "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in versions(manifest)) + "</table>",
+            "<h2>Results</h2>", '<table id="results"><tr>' + "".join(f"<th>{esc(h)}</th>" for _, h in columns)
+            + "</tr>"]
+    for r in rows:
+        cls = ' class="fail"' if r.get("passed") is False else ""
+        body.append(f"<tr{cls}>" + "".join(f"<td>{esc(_fmt(r.get(k)).replace('**', ''))}</td>" for k, _ in columns)
+                    + "</tr>")
+    body.append("</table>")
+    if plot_png:
+        body.append(f'<h2>Throughput</h2><img alt="throughput in bp/s" src="data:image/png;base64,'
+                    f'{base64.b64encode(plot_png).decode()}">')
+    style = ("body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}"
+             "td,th{border:1px solid #bbb;padding:4px 8px;font-size:13px}th{background:#eee}"
+             ".verdict{color:#fff;font-size:1.6em;padding:.4em .8em;display:inline-block}"
+             "tr.fail td{background:#fbe3e1;font-weight:bold}img{max-width:100%}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{esc(TITLE)}</title>"
+            f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def _stack_title(manifest: dict[str, Any] | None) -> str:
+    if not manifest:
+        return ""
+    hw = manifest.get("hardware")
+    name = hw.get("name") if isinstance(hw, dict) else hw
+    stack = ", ".join(f"{k} {v}" for k, v in versions(manifest) if v not in (NOT_INSTALLED, "not recorded")
+                      and k != "harness sha")
+    sha = str(manifest.get("harness_git_sha") or "")[:10]
+    return f"\n{name or 'hardware not recorded'}; {stack}" + (f"; harness {sha}" if sha else "")
+
+
+def throughput_figure(results: list[BenchResult], manifest: dict[str, Any] | None = None) -> Any:
+    """The plot's matplotlib figure: bp/s per benchmark (the unit the Carbon family is judged in),
+    each bp/s threshold that gated a benchmark drawn as a dashed line over its bar, failing bars red,
+    hardware and versions in the title (needs the [plot] extra)."""
     try:
         import matplotlib
 
@@ -68,22 +206,53 @@ def plot(results: list[BenchResult], path: str | Path) -> Path:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ReportError("--plot needs matplotlib: pip install -e '.[plot]'") from exc
-    rows = [r for r in table_rows(results) if _finite(r.get("tokens_per_s"))]
+    rows = [(r, res) for res in results for r in table_rows([res]) if _finite(res.extra.get("bp_per_s"))]
     if not rows:
-        raise ReportError("no benchmark in this file has tokens_per_s to plot")
-    fig, ax = plt.subplots(figsize=(max(6, len(rows) * 0.9), 5))
+        raise ReportError("no benchmark in this file has bp_per_s to plot")
+    fig, ax = plt.subplots(figsize=(max(7, len(rows) * 1.1), 5.5))
+    labels = [f"{r['model']} {r['shape']}\n{r['benchmark']}" for r, _ in rows]
+    failed = [gate_cell(res.extra)[1] is False for _, res in rows]
+    ax.bar(range(len(rows)), [res.extra["bp_per_s"] for _, res in rows],
+           color=["#b3261e" if f else "#2a7f62" for f in failed])
+    drawn = False
+    for i, (_, res) in enumerate(rows):
+        gate = res.extra.get("gate")
+        entry = gate.get("bp_per_s") if isinstance(gate, dict) else None
+        bound = entry.get("bound") if isinstance(entry, dict) else None
+        if _finite(bound):
+            ax.hlines(bound, i - 0.45, i + 0.45, colors="#222", linestyles="--", linewidth=1.5,
+                      label=None if drawn else "threshold (bp/s floor)")
+            ax.annotate(f"{bound:,.0f}", (i + 0.45, bound), fontsize=7, va="bottom", ha="right")
+            drawn = True
+    if drawn:
+        ax.legend(loc="upper right", fontsize=8)
+    ax.set_xticks(range(len(rows)), labels, fontsize=7, rotation=35, ha="right")
+    ax.set_ylabel("bp / s")
+    ax.set_title("Carbon throughput (bp/s) per model and shape" + _stack_title(manifest), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot(results: list[BenchResult], path: str | Path | None, manifest: dict[str, Any] | None = None,
+         fmt: str = "png") -> Path | bytes:
+    """``throughput_figure`` written atomically in the format of the file's suffix (png, svg, pdf,
+    ...), nothing left on failure; with ``path`` None, the image's bytes in ``fmt``."""
+    import io
+
+    fig = throughput_figure(results, manifest)  # a missing matplotlib is one ReportError, raised here
+    import matplotlib.pyplot as plt
+
     try:
+        if path is None:
+            buffer = io.BytesIO()
+            fig.savefig(buffer, dpi=110, format=fmt)
+            return buffer.getvalue()
+        path = Path(path)
         fmt = path.suffix[1:].lower()
         supported = fig.canvas.get_supported_filetypes()
         if fmt not in supported:
             raise ReportError(f"--plot {path}: suffix {path.suffix or '(none)'!r} is not an image format; "
                               f"use one of: {', '.join('.' + k for k in sorted(supported))}")
-        labels = [f"{r['model']} {r['shape']}\n{r['benchmark']}" for r in rows]
-        ax.bar(range(len(rows)), [r["tokens_per_s"] for r in rows], color="#2a7f62")
-        ax.set_xticks(range(len(rows)), labels, fontsize=7, rotation=35, ha="right")
-        ax.set_ylabel("tokens / s")
-        ax.set_title("Carbon throughput per model and shape")
-        fig.tight_layout()
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             fig.savefig(tmp, dpi=120, format=fmt)

@@ -24,7 +24,8 @@ import numpy as np
 from harness.core.metrics import METRICS
 from harness.core.storage import load_json
 
-# Version of what the plugin writes into pytest-benchmark JSON (machine_info.carbon_harness.schema):
+# Version of what the plugin writes into pytest-benchmark JSON (carbon_harness.schema, at the top level
+# and in machine_info.carbon_harness):
 # 1 adds extra_info.samples (per-round e2e/cte/tkg ms) next to pytest-benchmark's stats.data.
 RESULTS_SCHEMA = 1
 
@@ -118,6 +119,20 @@ def parse_benchmark(b: Any, i: int, source: str, price: float | None) -> BenchRe
                        invalid)
 
 
+def run_manifest_of(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """The run manifest of a harness benchmark JSON: the top-level ``carbon_harness`` (the whole
+    manifest) over ``machine_info.carbon_harness`` (its stable identity only; the whole manifest in
+    files written before they were split); a schema this harness does not read is one error."""
+    machine = optional_object(data, "machine_info", source)
+    parts = (optional_object(machine, "carbon_harness", source, "machine_info.carbon_harness"),
+             optional_object(data, "carbon_harness", source))
+    for part in parts:
+        schema = part.get("schema")
+        if schema is not None and schema != RESULTS_SCHEMA:
+            raise ReportError(f"{source}: results schema {schema!r}; this harness reads schema {RESULTS_SCHEMA}")
+    return {**parts[0], **parts[1]}
+
+
 def load_results(path: str | Path) -> tuple[list[BenchResult], dict[str, Any]]:
     """pytest-benchmark JSON (as the plugin writes it), or an NxDI ``benchmark_report.json``."""
     data = load_json(path, ReportError, "benchmark JSON")
@@ -126,11 +141,7 @@ def load_results(path: str | Path) -> tuple[list[BenchResult], dict[str, Any]]:
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ReportError(f"{path} is not pytest-benchmark JSON (no 'benchmarks' list) nor an NxDI "
                           "benchmark_report.json; write one with pytest --benchmark-json FILE")
-    machine = optional_object(data, "machine_info", str(path))
-    manifest = optional_object(machine, "carbon_harness", str(path), "machine_info.carbon_harness")
-    schema = manifest.get("schema")
-    if schema is not None and schema != RESULTS_SCHEMA:
-        raise ReportError(f"{path}: results schema {schema!r}; this harness reads schema {RESULTS_SCHEMA}")
+    manifest = run_manifest_of(data, str(path))
     hardware = manifest.get("hardware")
     price = hardware.get("price_per_hour") if isinstance(hardware, dict) else None
     if not _finite(price) or price <= 0:

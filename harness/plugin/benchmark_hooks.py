@@ -39,6 +39,7 @@ class BenchmarkHooks:
         self.config = config
         self.ledger = BenchmarkLedger()
         self.json_failures: list[str] = []
+        self.manifest: dict[str, Any] | None = None  # the run manifest, for the JSON's top level
         self.distributed = is_worker(config) or is_controller(config)
         self._filter = None
         self._only = False
@@ -74,6 +75,24 @@ class BenchmarkHooks:
             bs.only = self.config.option.benchmark_only = True
         if not is_worker(self.config):
             guard_save_json(bs, self.json_failures)
+            self.one_line_regressions(bs, session)
+
+    def one_line_regressions(self, bs: Any, session: pytest.Session) -> None:
+        """``--benchmark-compare-fail``: pytest-benchmark raises ``PerformanceRegression`` from its
+        terminal summary, an 80-line traceback after its own list. Instead: one line per regression
+        and a failed session (exit 1); its usage error (no baseline to compare with) is kept."""
+        original = bs.check_regressions
+
+        def check_regressions() -> None:
+            if not bs.performance_regressions:
+                return original()
+            # pytest-benchmark may record one benchmark's failure more than once: each is said once
+            self.report(list(dict.fromkeys(f"carbon-harness: REGRESSION {name}: {fail}"
+                                           for name, fail in bs.performance_regressions)))
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+        bs.check_regressions = check_regressions
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
@@ -91,8 +110,23 @@ class BenchmarkHooks:
 
     @pytest.hookimpl(optionalhook=True, trylast=True)
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict) -> None:
-        if self.ledger.workers and isinstance(machine_info.get("carbon_harness"), dict):
-            machine_info["carbon_harness"].update(self.ledger.machine_info())
+        """Last: the run manifest (the plugin's hook put it here) is kept for the JSON's top level,
+        and machine_info keeps only its stable identity (``harness.session.manifest``)."""
+        from harness.session.manifest import machine_identity
+
+        manifest = machine_info.get("carbon_harness")
+        if not isinstance(manifest, dict):
+            return
+        if self.ledger.workers:
+            manifest = {**manifest, **self.ledger.machine_info()}
+        self.manifest = manifest
+        machine_info["carbon_harness"] = machine_identity(manifest)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_benchmark_update_json(self, config: pytest.Config, benchmarks: Any, output_json: dict) -> None:
+        """The whole run manifest at the JSON's top level, where pytest-benchmark never diffs it."""
+        if self.manifest is not None:
+            output_json["carbon_harness"] = self.manifest
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int):

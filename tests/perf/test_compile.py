@@ -13,6 +13,8 @@ def test_compile_and_load(benchmark, carbon_neuron_session, carbon_model, carbon
     info = engine.info
     benchmark.group = f"compile-{carbon_shape.name}"
     benchmark.pedantic(lambda: None, rounds=1)  # the figures come from the session's one compile and load
+    # pytest-benchmark's own timing here is of a no-op: compare shows it, never gates it
+    benchmark.extra_info["informational"] = ["median_s"]
     figures = {"load_s": info.load_s}
     if info.compile_s is not None:  # None: loaded from the artifact cache, nothing was compiled
         figures["compile_s"] = info.compile_s

@@ -12,7 +12,7 @@ import signal
 import pytest
 
 from harness.plugin.benchmark_json import BenchmarkJsonTarget, parse_benchmark_json
-from tests.unit.conftest import run_pytest
+from tests.helpers import run_pytest
 
 pytestmark = pytest.mark.unit
 
