@@ -6,6 +6,8 @@ from __future__ import annotations
 import glob
 import importlib.util
 import re
+from collections.abc import Callable
+from pathlib import Path
 
 
 def parse_worker_index(worker_id: str) -> int:
@@ -32,16 +34,23 @@ def visible_cores(worker_id: str, cores_per_worker: int, total_cores: int) -> st
     return str(start) if start == end else f"{start}-{end}"
 
 
-def neuron_unavailable_reason() -> str | None:
-    """Why NxDI cannot run here (None when it can): the first missing piece, said plainly."""
-    for module, package in (("torch_neuronx", "torch-neuronx"),
-                            ("neuronx_distributed_inference", "neuronx-distributed-inference")):
-        if importlib.util.find_spec(module) is None:
+NEURON_STACK = (("torch_neuronx", "torch-neuronx"), ("neuronx_distributed_inference", "neuronx-distributed-inference"))
+
+
+def neuron_unavailable_reason(find_spec: Callable[[str], object | None] = importlib.util.find_spec,
+                              dev: Path = Path("/dev")) -> str | None:
+    """Why NxDI cannot run here (None when it can): the first missing piece, said plainly.
+
+    ``find_spec`` and ``dev`` are this host's by default; a test passes its own to state a host
+    explicitly (a module present or not, a device directory with or without ``neuron0``) instead
+    of depending on the machine it happens to run on."""
+    for module, package in NEURON_STACK:
+        if find_spec(module) is None:
             return (f"{module} is not importable: install the Neuron stack on a Trn2 host "
                     f"(pip install -e '.[neuron]' --extra-index-url https://pip.repos.neuron.amazonaws.com; "
                     f"needs {package})")
-    if not glob.glob("/dev/neuron[0-9]*"):
-        return "no /dev/neuron* device: run on a Trainium2 instance with the Neuron driver loaded"
+    if not glob.glob(str(dev / "neuron[0-9]*")):
+        return f"no {dev}/neuron* device: run on a Trainium2 instance with the Neuron driver loaded"
     return None
 
 

@@ -6,6 +6,11 @@ runtime and kernel bindings that CPU mode never calls. This module stubs exactly
 when they are not installed, so that everything else NxDI runs is its real code. The stubs are
 named as stubs in the session header and the run manifest (``stubbed_packages``).
 
+A stub answers only the names on its allow-list (``harness.backends.neuron.stub_allowlist``);
+any other name, a truth test or an iteration raises, naming it, so that NxDI code branching on a
+Neuron-only helper cannot quietly take the path a stub happens to pick. The stubbed calls made
+are counted (``stub_calls``) and reported in the NxDI CPU tier's summary line.
+
 ``neuronx_distributed/__init__.py`` touches the Neuron runtime at import time
 (``torch.classes.neuron.*``): its packages are registered without running their ``__init__``,
 and the model code imports the submodules it needs from source.
@@ -18,10 +23,13 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from harness.backends.neuron.stub_allowlist import ALLOW_LIST, ALLOWED_MODULES
 
 NEURON_ONLY_PACKAGES = ("torch_xla", "torch_neuronx", "nki", "nkilib", "libneuronxla", "neuronxcc")
 # neuronx_distributed packages whose __init__ needs the Neuron runtime: registered, not executed.
@@ -29,9 +37,18 @@ NXD_BARE_PACKAGES = ("neuronx_distributed", "neuronx_distributed.modules", "neur
 NXDI_PACKAGE = "neuronx_distributed_inference"
 NXD_PACKAGE = "neuronx_distributed"
 
+ALLOW_LIST_FILE = "harness/backends/neuron/stub_allowlist.py"
+_CALLS: Counter[str] = Counter()  # stubbed calls made in this process, by name
+
+
+def _platform_target(*args: Any, **kwargs: Any) -> str:
+    _CALLS["torch_neuronx.utils.get_platform_target"] += 1
+    return "trn2"
+
+
 # Stubbed names whose value matters to code that CPU mode runs.
 STUB_VALUES: dict[str, Any] = {
-    "torch_neuronx.utils.get_platform_target": lambda *a, **k: "trn2",
+    "torch_neuronx.utils.get_platform_target": _platform_target,
     "torch_neuronx.__version__": "2.9.0+stub",
     "neuronxcc.__version__": "2.0.0+stub",
     "libneuronxla.__version__": "2.0.0+stub",
@@ -46,6 +63,30 @@ class NeuronStubCalled(RuntimeError):
     """CPU mode reached Neuron-only code (a kernel, a device op): a real device is needed for it."""
 
 
+class NeuronStubMissing(AttributeError):
+    """A Neuron-only name that is not on the stub allow-list was asked for."""
+
+
+def _not_allowed(qualname: str) -> str:
+    return (f"{qualname} is not on the Neuron stub allow-list: {qualname.split('.', 1)[0]} is a Neuron-only package "
+            f"stubbed for NxDI's CPU mode, and NxDI's CPU mode was not seen using this name (if it may, add it to "
+            f"{ALLOW_LIST_FILE}, saying what it stands for)")
+
+
+def stub_calls() -> dict[str, int]:
+    """The stubbed Neuron-only calls made in this process (decorators at import included), by name."""
+    return dict(sorted(_CALLS.items()))
+
+
+def stub_calls_line() -> str | None:
+    """The NxDI CPU tier's summary line on the stubbed calls made (None: NxDI was not imported)."""
+    if _INSTALLED is None:
+        return None
+    calls = ", ".join(f"{name} x{count}" for name, count in stub_calls().items()) or "none"
+    stubbed = ", ".join(_INSTALLED.stubbed) or "nothing"
+    return f"carbon-harness: NxDI CPU tier: stubbed Neuron-only calls made: {calls} (stubbed packages: {stubbed})"
+
+
 def _is_tensor(value: Any) -> bool:
     import torch
 
@@ -54,8 +95,8 @@ def _is_tensor(value: Any) -> bool:
 
 class _StubMeta(type):
     """Stub objects are classes: they can be subclassed, called, used as decorators and indexed,
-    and every attribute is another stub, so module-level NxDI code that only names Neuron
-    symbols runs unchanged."""
+    so module-level NxDI code that only names Neuron symbols runs unchanged. An attribute is
+    another stub only when it is on the allow-list; a truth test or iteration raises."""
 
     def __getattr__(cls, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
@@ -64,6 +105,7 @@ class _StubMeta(type):
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         if cls.__dict__.get("_stub_direct"):
+            _CALLS[cls._stub_name] += 1
             if any(_is_tensor(a) for a in (*args, *kwargs.values())):
                 raise NeuronStubCalled(f"{cls._stub_name} was called on tensors: it is Neuron-only code (stubbed "
                                        "for NxDI's CPU mode), so this configuration needs a Trainium2 device")
@@ -76,10 +118,12 @@ class _StubMeta(type):
         return cls
 
     def __iter__(cls):
-        return iter(())
+        raise TypeError(f"{cls._stub_name} is a Neuron-only stub: it cannot be iterated (NxDI code iterating it would "
+                        f"take a path the stub picks; see {ALLOW_LIST_FILE})")
 
     def __bool__(cls) -> bool:
-        return False
+        raise TypeError(f"{cls._stub_name} is a Neuron-only stub: it has no truth value (NxDI code testing it would "
+                        f"take a path the stub picks; see {ALLOW_LIST_FILE})")
 
     def __repr__(cls) -> str:
         return f"<neuron stub {cls._stub_name}>"
@@ -97,6 +141,8 @@ _STUBS: dict[str, Any] = {}
 def _lookup(qualname: str) -> Any:
     if qualname in STUB_VALUES:
         return STUB_VALUES[qualname]
+    if qualname not in ALLOW_LIST:
+        raise NeuronStubMissing(_not_allowed(qualname))
     if qualname not in _STUBS:
         _STUBS[qualname] = _StubMeta(qualname.rsplit(".", 1)[-1], (), {
             "_stub_name": qualname, "_stub_direct": True, "__module__": qualname.rsplit(".", 1)[0],
@@ -130,6 +176,8 @@ class _StubFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname.split(".", 1)[0] in self.roots:
+            if fullname not in ALLOWED_MODULES:
+                raise ModuleNotFoundError(_not_allowed(fullname), name=fullname)
             return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
         return None
 

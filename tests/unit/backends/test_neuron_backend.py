@@ -40,7 +40,8 @@ from harness.core.errors import BackendError
 from harness.core.plan import CONVERT_TO_MHA, REPLICATE, attention_sharding
 from harness.core.spec import MODELS, SHAPES
 from harness.core.storage import build_once
-from tests.unit.conftest import REPO, child_env, run_in_processes
+from tests.helpers import REPO, run_pytest
+from tests.unit.conftest import run_in_processes
 
 pytestmark = pytest.mark.unit
 
@@ -163,9 +164,34 @@ def test_module_imports_without_nxdi():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
 
 
-def test_unavailable_reason_names_what_is_missing():
-    reason = neuron_unavailable_reason()
-    assert reason is not None and ("torch_neuronx is not importable" in reason or "/dev/neuron" in reason)
+def stated_host(tmp_path: Path, modules: set[str], devices: tuple[str, ...]):
+    """A host stated explicitly, not the machine the test runs on: which Neuron modules import
+    (a find_spec answering only for them) and a device directory holding ``devices``."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in devices:
+        (dev / name).write_text("")
+    return (lambda module: object() if module in modules else None), dev
+
+
+NXDI = "neuronx_distributed_inference"
+
+
+@pytest.mark.parametrize("modules,devices,expected", [
+    (set(), ("neuron0",), "torch_neuronx is not importable"),
+    ({"torch_neuronx"}, ("neuron0",), f"{NXDI} is not importable"),
+    ({"torch_neuronx", NXDI}, ("neuronx",), "/neuron* device: run on a Trainium2 instance"),
+    ({"torch_neuronx", NXDI}, (), "/neuron* device: run on a Trainium2 instance"),
+    ({"torch_neuronx", NXDI}, ("neuron0",), None),
+], ids=["bare-cpu", "torch-neuronx-only", "stack-no-device-name", "stack-no-device", "trn2"])
+def test_unavailable_reason_names_what_is_missing(tmp_path, modules, devices, expected):
+    find_spec, dev = stated_host(tmp_path, modules, devices)
+    reason = neuron_unavailable_reason(find_spec, dev)
+    if expected is None:
+        assert reason is None
+    else:
+        assert reason is not None and expected in reason, reason
+        assert "is not importable" in expected or f"no {dev}/neuron* device" in reason
 
 
 VERSIONS = {"neuronx-distributed-inference": "0.9.0", "neuronx-cc": "2.22", "torch-neuronx": "2.9.0"}
@@ -279,7 +305,7 @@ def test_visible_cores_single_core_and_overflow():
         visible_cores("worker-1", 4, 64)
 
 
-def test_xdist_workers_get_disjoint_cores(tmp_path):
+def test_xdist_workers_get_disjoint_cores(tmp_path, carbon_cache_dir):
     """Real pytest-xdist workers: each sees its own NEURON_RT_VISIBLE_CORES."""
     pytest.importorskip("xdist", reason="needs pytest-xdist: pip install -e '.[test]'")
     out = tmp_path / "seen"
@@ -290,10 +316,9 @@ def test_xdist_workers_get_disjoint_cores(tmp_path):
         "def test_record(i):\n"
         f"    open(os.path.join({str(out)!r}, os.environ['PYTEST_XDIST_WORKER']), 'w')"
         ".write(os.environ['NEURON_RT_VISIBLE_CORES'])\n")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "-q",
-                        "--carbon-cores-per-worker", "16", "--carbon-hardware", "trn2.48xlarge",
-                        "--rootdir", str(tmp_path), str(tmp_path / "test_cores.py")],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path, env=child_env())
+    r = run_pytest("-n", "2", "-q", "--carbon-cores-per-worker", "16", "--carbon-hardware", "trn2.48xlarge",
+                   "--rootdir", str(tmp_path), str(tmp_path / "test_cores.py"), cache_dir=carbon_cache_dir, cwd=tmp_path,
+                   timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     seen = {f.name: f.read_text() for f in out.iterdir()}
     assert seen == {"gw0": "0-15", "gw1": "16-31"}
