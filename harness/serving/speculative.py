@@ -78,6 +78,22 @@ def prometheus_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
     return samples
 
 
+ENGINE_STEPS = "vllm:iteration_tokens_total_count"  # one observation per engine step that produced output
+
+
+def engine_steps(text: str, model: str | None = None) -> float:
+    """How many engine steps the server has run (vLLM observes its tokens-per-step histogram once per
+    step), summed over its engines. Requests decoded in one batch share steps, so fewer steps than the
+    same requests took one at a time is the server's own proof that it batched them, whatever the
+    clock says. A server without the histogram runs with --disable-log-stats: an error, never zero."""
+    values = [value for name, labels, value in prometheus_samples(text)
+              if name == ENGINE_STEPS and (model is None or labels.get("model_name") == model)]
+    if not values:
+        raise SpeculativeError(f"the server exports no {ENGINE_STEPS}" + (f" for model {model!r}" if model else "")
+                               + ": it runs with --disable-log-stats (vLLM then counts nothing)")
+    return sum(values)
+
+
 @dataclass(frozen=True)
 class SpeculationCounters:
     """vLLM's cumulative speculative-decoding counters, summed over its engines."""

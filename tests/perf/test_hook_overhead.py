@@ -57,6 +57,7 @@ def decode_cpu_s(engine, batch: Batch, hooked: bool) -> float:
             engine.tkg.attach(engine.model.token_generation_model)
 
 
+@pytest.mark.fixed_shape("smoke")
 def test_timing_hooks_cost_of_a_tkg_step(benchmark, nxdi_cpu_engine, carbon_tokenizer):
     shape = get_shape("smoke")
     engine = nxdi_cpu_engine(shape)

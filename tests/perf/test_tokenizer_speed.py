@@ -8,8 +8,9 @@ benchmark of one group; the speedup figures come from ``cpu_speedup`` (interleav
 process CPU time, fastest round each), which a loaded machine barely moves.
 
 Speed is gated (by ``fixtures/thresholds``, never a literal here) only when ``-m`` selects perf
-(``speed_gates_apply``): the main job runs ``pytest -m perf``; a plain ``pytest`` measures and
-records the speedups with ``"gate": "not gated: ..."`` but does not fail on them.
+(``carbon_gate``'s rule, ``harness.plugin.recording.speed_gate_exemption``): the main job runs
+``pytest -m perf``; a plain ``pytest`` measures and records the speedups with
+``"gate": "not gated: ..."`` but does not fail on them.
 """
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ from harness.carbon.dna import batch_suite
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.carbon.tokenizer_reference import PublishedReference
 from harness.core.measure import cpu_speedup, percentile
-from harness.plugin.recording import round_ms, speed_gates_apply
+from harness.plugin.recording import round_ms
 
 pytestmark = pytest.mark.perf
 
 MBP = 3
 MIXED_BYTES = 1_000_000
+SPEEDUP_ROUNDS = 2  # interleaved rounds behind each speedup figure
 SPECIES_TAGS = ("<vertebrate_mammalian>", "<protein_coding_region>", "<fungi_species>", "<bacteria>")
 _SEQUENCES = [c.sequence for c in batch_suite(1020, 16)]
 DNA_PROMPT = "<dna>" + "".join(_SEQUENCES) * (MBP * 1_000_000 // (1020 * 16))
-NOT_GATED = "not gated: speed is gated when -m selects perf (pytest -m perf)"
 
 
 def mixed_corpus(size: int) -> str:
@@ -53,18 +54,6 @@ def mixed_corpus(size: int) -> str:
         records.append(record)
         total += len(record)
     return "".join(records)
-
-
-@pytest.fixture
-def speed_gate(request, carbon_gate):
-    """``carbon_gate`` when perf is selected with -m; otherwise record the figures, ungated, saying so."""
-    if speed_gates_apply(request.config.option.markexpr):
-        return carbon_gate
-
-    def record(benchmark, *, model, shape, figures, context=None):
-        benchmark.extra_info.update({**(context or {}), **figures, "gate": NOT_GATED})
-
-    return record
 
 
 @pytest.fixture(scope="module")
@@ -103,18 +92,18 @@ def test_encode_reference(request, benchmark, reference, corpus):
 
 
 @pytest.mark.parametrize("corpus,metric", [("dna", "dna_encode_speedup"), ("mixed", "mixed_encode_speedup")])
-def test_encode_carbon(request, benchmark, tok, reference, speed_gate, corpus, metric):
+def test_encode_carbon(request, benchmark, tok, reference, carbon_gate, corpus, metric):
     text = corpus_text(request, corpus)
     benchmark.group = f"tokenizer-{corpus}-encode"
     ids = benchmark.pedantic(tok.encode, args=(text,), rounds=5, iterations=1, warmup_rounds=1)
     if benchmark.disabled:  # nothing will be timed: check correctness here, then round_ms skips
         assert ids == reference.encode(text)
     median_s = _record(benchmark, text, "carbon")
-    speed = cpu_speedup(lambda: reference.encode(text), lambda: tok.encode(text), rounds=2)
+    speed = cpu_speedup(lambda: reference.encode(text), lambda: tok.encode(text), rounds=SPEEDUP_ROUNDS)
     assert speed.candidate_result == speed.reference_result  # id-exact on the whole corpus
     figures = {metric: speed.ratio}
     context = {"reference_cpu_s": speed.reference_s, "carbon_cpu_s": speed.candidate_s,
                "speedup_method": "interleaved rounds, process CPU time, fastest round each"}
     if corpus == "dna":  # not "bp_per_s": that metric is the model's generated DNA, gated elsewhere
         context["encode_bp_per_s"] = (len(text) - len("<dna>")) / median_s
-    speed_gate(benchmark, model="*", shape="tokenizer", figures=figures, context=context)
+    carbon_gate(benchmark, model="*", shape="tokenizer", figures=figures, context=context, rounds=SPEEDUP_ROUNDS)

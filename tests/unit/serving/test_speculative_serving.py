@@ -14,6 +14,7 @@ from harness.serving.loadgen import LoadResult, LoadSpec
 from harness.serving.server import VLLMServer, speculative_cpu_bind
 from harness.serving.speculative import (
     SpeculationCounters,
+    engine_steps,
     prometheus_samples,
     serving_new_tokens,
     serving_speculative_figures,
@@ -41,6 +42,12 @@ vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="carbon
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="carbon-tiny",position="2"} 3.0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="carbon-tiny",position="3"} 1.0
 vllm:num_requests_running{engine="0",model_name="carbon-tiny"} 0.0
+# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.
+# TYPE vllm:iteration_tokens_total histogram
+vllm:iteration_tokens_total_sum{engine="0",model_name="carbon-tiny"} 40.0
+vllm:iteration_tokens_total_bucket{engine="0",le="1.0",model_name="carbon-tiny"} 0.0
+vllm:iteration_tokens_total_bucket{engine="0",le="+Inf",model_name="carbon-tiny"} 5.0
+vllm:iteration_tokens_total_count{engine="0",model_name="carbon-tiny"} 5.0
 """
 
 
@@ -168,3 +175,12 @@ def test_a_bound_server_passes_its_cpus_to_vllm(tmp_path):
                    cpu_bind="1").start()
     s.proc.wait(timeout=30)
     assert "bind=1" in s.log_path.read_text()
+
+
+def test_engine_steps_from_vllm_metrics():
+    """The steps the server ran (its tokens-per-step histogram's count): summed over engines, filtered by model."""
+    assert engine_steps(VLLM_METRICS, "carbon-tiny") == 5.0
+    assert engine_steps(VLLM_METRICS + VLLM_METRICS.replace('engine="0"', 'engine="1"')) == 10.0
+    plain = "\n".join(line for line in VLLM_METRICS.splitlines() if "iteration_tokens" not in line)
+    with pytest.raises(SpeculativeError, match="no vllm:iteration_tokens_total_count.*--disable-log-stats"):
+        engine_steps(plain)
