@@ -84,14 +84,14 @@ class Speedup:
     candidate_result: Any
 
 
-def _cpu(fn: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.process_time()
+def _cpu(fn: Callable[[], Any], clock: Callable[[], float] = time.process_time) -> tuple[float, Any]:
+    start = clock()
     out = fn()
-    return time.process_time() - start, out
+    return clock() - start, out
 
 
 def cpu_speedup(reference: Callable[[], Any], candidate: Callable[[], Any], rounds: int = 3,
-                candidate_per_round: int = 3) -> Speedup:
+                candidate_per_round: int = 3, clock: Callable[[], float] = time.process_time) -> Speedup:
     """``rounds`` reference calls, each followed by ``candidate_per_round`` candidate calls (the
     candidate is the fast one: more samples of it cost little and steady its minimum)."""
     if rounds < 1 or candidate_per_round < 1:
@@ -99,10 +99,10 @@ def cpu_speedup(reference: Callable[[], Any], candidate: Callable[[], Any], roun
     ref_best = cand_best = float("inf")
     ref_out = cand_out = None
     for _ in range(rounds):
-        t, ref_out = _cpu(reference)
+        t, ref_out = _cpu(reference, clock)
         ref_best = min(ref_best, t)
         for _ in range(candidate_per_round):
-            t, cand_out = _cpu(candidate)
+            t, cand_out = _cpu(candidate, clock)
             cand_best = min(cand_best, t)
     if cand_best <= 0:
         raise ValueError("the candidate took no measurable CPU time: give it more work")

@@ -46,6 +46,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                     help="repeatable thresholds file or directory (default: fixtures/thresholds/)")
     group.addoption("--carbon-hardware", metavar="PROFILE",
                     help="hardware profile from fixtures/hardware (default: detected: trn2.*, h100-sxm, h200 or cpu)")
+    from harness.plugin.gate_summary import REQUIRE_GATES_HELP
+
+    group.addoption("--carbon-require-gates", action="store_true", default=False, help=REQUIRE_GATES_HELP)
     group.addoption("--carbon-runs", type=parse_runs, default=5, help="timed rounds per benchmark")
     group.addoption("--carbon-warmup", type=parse_warmup, default=1, help="untimed warm-up rounds per benchmark")
     group.addoption("--carbon-variant", action="append", dest="carbon_variants", metavar="NAME",
@@ -90,11 +93,25 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                     help="seconds to wait for --carbon-serve's server to answer")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """A plugin option's path that pytest took for a test path (``--carbon-thresholds /tmp/t.json``)
+    and that moved the rootdir stops the session here, before any conftest is imported, with one
+    line naming the ``--opt=PATH`` form (``harness.plugin.rootdir`` says why pytest cannot be helped)."""
+    from harness.plugin.rootdir import misread_path_error
+
+    message = misread_path_error(early_config, args)
+    if message:
+        raise pytest.UsageError(message)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     from harness.plugin import fixtures
 
     if not config.pluginmanager.is_registered(fixtures):
         config.pluginmanager.register(fixtures, "carbon_harness_fixtures")
+    config.addinivalue_line("markers", f"{FIXED_SHAPE_MARK}(name, ...): the compiled shape(s) a test runs at whatever "
+                            "--carbon-shape says; with --carbon-shape given and none of them selected, it is deselected")
     if config.option.help or getattr(config.option, "version", False):
         return
     register_benchmark_hooks(config)
@@ -119,7 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         assign_worker_cores(harness_config, os.environ.get("PYTEST_XDIST_WORKER", "master"))
         limit_worker_threads()
-        check_backend_available(harness_config)
+        check_backend_available(harness_config, connect=not config.option.collectonly)
     except (ValueError, OSError, BackendError) as exc:
         raise pytest.UsageError(f"carbon-harness: {exc}") from None
     config.stash[SESSION_KEY] = Session(harness_config, progress=terminal_progress(config))
@@ -171,10 +188,43 @@ RELEASE_SKIP = ("release checks run under -m release (nox -s release-check): eac
                 "release-check, a minute or more")
 
 
+FIXED_SHAPE_MARK = "fixed_shape"
+SHAPE_PARAMS = ("carbon_shape", "scan_shape")  # the generation tests' shape; test_scan's, from --carbon-shape scan-*
+
+
+def item_shapes(item: pytest.Item) -> set[str]:
+    """The shapes a test runs at: its ``fixed_shape`` marks and its ``SHAPE_PARAMS`` parameters
+    (unit tests with a ``shape`` parameter of their own are not measurements at a shape)."""
+    shapes = {str(name) for mark in item.iter_markers(FIXED_SHAPE_MARK) for name in mark.args}
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for key in SHAPE_PARAMS:
+        if key in params:
+            name = getattr(params[key], "name", params[key])
+            if isinstance(name, str):
+                shapes.add(name)
+    return shapes
+
+
+def deselected_by_shape(shapes: set[str], selected: set[str] | None) -> bool:
+    """With --carbon-shape given (``selected``), a test at shapes of its own none of which was
+    selected does not run; by default every shape's tests run."""
+    return selected is not None and bool(shapes) and not shapes & selected
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Release checks run whole suites in subprocesses: only when ``-m`` asks for them."""
+    """Release checks run whole suites in subprocesses: only when ``-m`` asks for them. Tests at a
+    shape that --carbon-shape did not select are deselected (counted in the summary, and never
+    compiled for), not skipped."""
     from harness.plugin.recording import marker_selected
 
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None and config.getoption("carbon_shapes"):
+        selected = {s.name for s in session.config.shapes}
+        dropped = [item for item in items if deselected_by_shape(item_shapes(item), selected)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            gone = set(map(id, dropped))
+            items[:] = [item for item in items if id(item) not in gone]
     if marker_selected(config.option.markexpr, "release"):
         return
     for item in items:
@@ -221,7 +271,9 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """Figures that had a reference on other hardware but no threshold here were not gated, and
-    tiers that were skipped (with what would enable each): say so."""
+    tiers that were skipped (with what would enable each): say so. Then one line: how many figures
+    were gated (passed / failed) and how many recorded but not gated, by reason."""
+    from harness.plugin.gate_summary import reports_tally, run_tally
     from harness.plugin.tiers import skipped_tiers
 
     for where, missing in config.stash.get(UNGATED_KEY, []):
@@ -231,3 +283,30 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
                if isinstance(r.longrepr, tuple) and len(r.longrepr) == 3]
     for line in skipped_tiers(reasons):
         terminalreporter.write_line(f"carbon-harness: {line}")
+    from harness.backends.neuron.stubs import stub_calls_line
+
+    stubbed = stub_calls_line()  # the NxDI CPU tier ran: which Neuron-only stubs it called
+    if stubbed is not None:
+        terminalreporter.write_line(stubbed)
+    if config.stash.get(SESSION_KEY, None) is not None and reports_tally(config):
+        tally = run_tally(config)
+        terminalreporter.write_line(tally.line(), red=bool(tally.failed), yellow=not tally.gated and not tally.failed)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
+    """--carbon-require-gates: a run that gated no figure fails, with one line, after the summary."""
+    result = yield
+    from harness.plugin.gate_summary import reports_tally, require_gates_failure, run_tally
+
+    config = session.config
+    carbon = config.stash.get(SESSION_KEY, None)
+    if carbon is not None and reports_tally(config):
+        line = require_gates_failure(config, run_tally(config), carbon.config.hardware_name)
+        if line is not None:
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(line, red=True, bold=True)
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return result

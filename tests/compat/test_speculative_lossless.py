@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from harness.backends.base import Batch
-from harness.carbon.dna import batch_suite
 from harness.core.errors import BackendError
 from harness.core.spec import RunShape
 from harness.core.speculation import SELF_DRAFT
 from harness.workloads.speculative import assisted_generate, loop_unavailable_reason, speculative_generate
+from tests.helpers import lossless_prompts
 
 pytestmark = pytest.mark.compat
 
@@ -35,8 +35,7 @@ def pair(carbon_session, carbon_model, carbon_draft):
 @pytest.fixture
 def prompts() -> list[str]:
     """Four prompts of different token lengths (right padding), DNA and text."""
-    dna = [c.prompt for c in batch_suite(60, 2)]
-    return [dna[0], "<dna>ACGTAC", "Carbon <dna>" + "CAG" * 30, dna[1][:40]]
+    return lossless_prompts()
 
 
 @pytest.fixture(scope="session")

@@ -19,10 +19,10 @@ import pytest
 
 from harness.release.plant import plant_tkg_slowdown
 from harness.release.run import child_env
+from tests.helpers import REPO, run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.neuron, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 # The in-suite checks keep each round small (TKG only, 2 timed runs of 8 steps each) and run 5 pairs:
 # a fresh process moves a TKG step (~17 ms of process CPU time, one torch thread) by about 10% here, so
 # the planted slowdown is 10 ms (~60%), well past what 5 pairs resolve, and the planted 0.17 ms (1%)
@@ -43,9 +43,8 @@ def vendor(carbon_session) -> Path:
 
 
 def release_check(out: Path, baseline: Path, candidate: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    cmd = [sys.executable, "-m", "harness.cli", "release-check", "--neuron-cpu", "--baseline-nxdi-source",
-           str(baseline), "--candidate-nxdi-source", str(candidate), "--out", str(out), *args]
-    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1200, env=child_env())
+    r = run_cli("release-check", "--neuron-cpu", "--baseline-nxdi-source", str(baseline), "--candidate-nxdi-source",
+                str(candidate), "--out", str(out), *args, timeout=1200)
     verdict = json.loads((out / "verdict.json").read_text()) if (out / "verdict.json").is_file() else {}
     return r, verdict
 

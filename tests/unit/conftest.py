@@ -6,20 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from harness.release.run import child_env
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run_pytest(*args: str, cache_dir: Path, cwd: Path = REPO, preexec_fn=None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--carbon-cache-dir", str(cache_dir), *args]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, env=child_env(),
-                          preexec_fn=preexec_fn)
+from harness.release.run import child_env  # noqa: F401 (imported from here by tests)
+from tests.helpers import REPO, run_pytest  # noqa: F401 (defined once in tests/helpers.py)
 
 
 @pytest.fixture(scope="session")

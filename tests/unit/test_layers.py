@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.conftest import REPO, child_env
+from harness.release.run import child_env
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.unit.conftest import REPO
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.unit
 

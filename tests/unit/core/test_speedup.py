@@ -19,8 +19,24 @@ def test_cpu_speedup_keeps_each_sides_fastest_round_and_results():
     speed = cpu_speedup(lambda: run("reference", 200_000), lambda: run("candidate", 20_000), rounds=2,
                         candidate_per_round=3)
     assert calls == {"reference": 2, "candidate": 6}  # interleaved: 3 candidate calls after each reference call
-    assert speed.ratio == speed.reference_s / speed.candidate_s and speed.candidate_s > 0
+    assert speed.ratio > 1 and speed.reference_s > speed.candidate_s > 0  # 10x the work: faster candidate
     assert speed.reference_result[:2] == [1, 2] and len(speed.candidate_result) == 20_000
+
+
+def test_cpu_speedup_ratio_is_the_fastest_reference_over_the_fastest_candidate_on_a_known_clock():
+    """Hand-computed: reference rounds cost 8 and 6, candidate calls 3, 2, 4, 5, 3, 2 -> 6 / 2 = 3.0."""
+    now = [0.0]
+    costs = {"r": iter([8.0, 6.0]), "c": iter([3.0, 2.0, 4.0, 5.0, 3.0, 2.0])}
+
+    def call(name):
+        def run():
+            now[0] += next(costs[name])
+            return name
+        return run
+
+    speed = cpu_speedup(call("r"), call("c"), rounds=2, candidate_per_round=3, clock=lambda: now[0])
+    assert (speed.ratio, speed.reference_s, speed.candidate_s) == (3.0, 6.0, 2.0)
+    assert (speed.reference_result, speed.candidate_result) == ("r", "c")
 
 
 def test_cpu_speedup_rejects_no_rounds():

@@ -16,8 +16,9 @@ from pytest_benchmark.logger import Logger
 from pytest_benchmark.utils import safe_dumps
 
 from harness.plugin.xdist import BenchmarkLedger, import_results
+from harness.release.run import child_env
 from harness.session.workers import worker_cpu_threads
-from tests.unit.conftest import child_env, run_pytest
+from tests.helpers import run_cli, run_pytest
 
 pytestmark = pytest.mark.unit
 
@@ -101,7 +102,7 @@ def test_pytest_n_measures_merges_saves_and_compares(tmp_path, carbon_cache_dir)
         stats = bench["stats"]
         assert stats["rounds"] == len(stats["data"]) == 3 and stats["median"] == statistics.median(stats["data"])
         assert bench["extra_info"]["implementation"] == "builtin sum" and bench["group"] == "sum"
-    workers = data["machine_info"]["carbon_harness"]["xdist_workers"]
+    workers = data["carbon_harness"]["xdist_workers"]  # the run manifest, at the top level
     assert set(workers) == {"gw0", "gw1"}
     # each worker's torch runs on its share of the CPUs (or what OMP_NUM_THREADS says), not on all of them
     omp = child_env().get("OMP_NUM_THREADS")
@@ -117,8 +118,7 @@ def test_pytest_n_measures_merges_saves_and_compares(tmp_path, carbon_cache_dir)
     compared = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(out)], capture_output=True,
                               text=True, timeout=120, cwd=tmp_path, env=env)
     assert compared.returncode == 0 and "test_sum[3]" in compared.stdout, compared.stdout + compared.stderr
-    report = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(out)], capture_output=True, text=True,
-                            timeout=120, env=env)
+    report = run_cli("report", str(out), env=env)
     assert report.returncode == 0, report.stderr
 
     # --benchmark-compare under -n compares the merged results with the saved run; --benchmark-only

@@ -4,20 +4,14 @@ line naming the value), merges legs, and plants slowdowns only where NxDI's TKG 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
 
 from harness.release.plant import PlantError, plant_tkg_slowdown
-from tests.unit.conftest import REPO
+from tests.helpers import run_cli
 
 pytestmark = pytest.mark.unit
-
-
-def release_check(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", "release-check", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -35,7 +29,7 @@ def release_check(*args: str) -> subprocess.CompletedProcess:
     (["--out", "{tmp}/o", "--merge", "{tmp}"], "no verdict.json there"),
 ])
 def test_bad_input_is_named_before_anything_runs(tmp_path, args, message):
-    r = release_check(*(a.format(tmp=tmp_path) for a in args))
+    r = run_cli("release-check", *(a.format(tmp=tmp_path) for a in args))
     assert r.returncode == 2, r.stdout + r.stderr
     assert message.format(tmp=tmp_path) in r.stderr, r.stderr
 
@@ -43,8 +37,8 @@ def test_bad_input_is_named_before_anything_runs(tmp_path, args, message):
 def test_a_non_empty_out_is_kept_without_force(tmp_path):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "keep.txt").write_text("earlier evidence")
-    r = release_check("--out", str(tmp_path / "o"), "--baseline-python", sys.executable, "--candidate-python",
-                      sys.executable)
+    r = run_cli("release-check", "--out", str(tmp_path / "o"), "--baseline-python", sys.executable,
+                "--candidate-python", sys.executable)
     assert r.returncode == 2 and "is not empty: give a new directory, or --force" in r.stderr
     assert (tmp_path / "o" / "keep.txt").read_text() == "earlier evidence"
 
@@ -55,8 +49,8 @@ def test_merge_fails_when_a_leg_failed(tmp_path):
         (tmp_path / leg / "verdict.json").write_text(json.dumps(
             {"schema": 1, "verdict": word, "reasons": [] if word == "PASS" else ["tkg_ms_p50: slower by 30%"],
              "sides": {}, "rounds": 6}))
-    r = release_check("--merge", str(tmp_path / "verdict-carbon-500m"), str(tmp_path / "verdict-carbon-3b"),
-                      "--out", str(tmp_path / "merged"))
+    r = run_cli("release-check", "--merge", str(tmp_path / "verdict-carbon-500m"), str(tmp_path / "verdict-carbon-3b"),
+                "--out", str(tmp_path / "merged"))
     assert r.returncode == 1, r.stderr
     merged = json.loads((tmp_path / "merged" / "verdict.json").read_text())
     assert merged["verdict"] == "FAIL" and merged["reasons"] == ["verdict-carbon-3b: tkg_ms_p50: slower by 30%"]

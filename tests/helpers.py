@@ -1,0 +1,72 @@
+"""What the test suites share, defined once: the checkout under test, the command line and child
+pytest sessions run as real subprocesses, the option values a session is configured from, and the
+prompts the speculative lossless checks send."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.carbon.dna import batch_suite
+from harness.core.paths import REPO_ROOT
+from harness.release.run import child_env
+
+
+def checkout_under_test(tests_dir: Path, harness_root: Path) -> Path:
+    """The checkout these tests belong to, which must be the one whose ``harness`` is imported:
+    pytest's console script loads the plugin through the installed entry point, so in a second clone
+    the tests would otherwise exercise another tree's code while reading this tree's fixtures."""
+    here = tests_dir.resolve().parent
+    if here != harness_root.resolve():
+        raise RuntimeError(f"the tests in {here} import the harness package of {harness_root}: run "
+                           f"`python -m pytest` from {here}, or install it with `pip install -e {here}`")
+    return harness_root
+
+
+REPO = checkout_under_test(Path(__file__).parent, REPO_ROOT)
+
+
+def run_cli(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess:
+    """``carbon-harness ARGS`` as a user runs it: a fresh interpreter, text output captured, in the
+    environment of this process less what the outer pytest run set (``child_env``) unless ``env``."""
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=child_env() if env is None else env)
+
+
+def start_cli(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """``carbon-harness ARGS`` started and left running (for concurrent writers), pipes as text."""
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=child_env() if env is None else env)
+
+
+def run_pytest(*args: str, cache_dir: Path, cwd: Path = REPO, preexec_fn=None,
+               timeout: float = 600) -> subprocess.CompletedProcess:
+    """A child pytest session as a user starts one: its own cache dir (so it never builds into the
+    user's), no cache provider, and none of the outer run's xdist or pytest variables (``child_env``)."""
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--carbon-cache-dir={cache_dir}", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=child_env(),
+                          preexec_fn=preexec_fn)
+
+
+def plugin_options(**overrides: Any) -> dict[str, Any]:
+    """The option values ``pytest_configure`` hands ``make_config``, at the plugin's defaults except
+    where a default would read the host or the environment: the hardware is ``cpu`` (not detected),
+    the cache dir and the NxDI source ignore $CARBON_CACHE_DIR and $CARBON_NXDI_SOURCE."""
+    defaults = {"backend": "hf", "models": None, "model_root": None, "shapes": None, "device": "auto", "dtype": "auto",
+                "cache_dir": "~/.cache/carbon-harness", "thresholds": None, "hardware": "cpu", "runs": 5, "warmup": 1,
+                "variants": None, "cores_per_worker": None, "neuron_cpu": False, "nxdi_source": None, "drafts": None,
+                "speculation_length": 4, "endpoint": None, "served_model": None, "serve": None, "serve_timeout": 600}
+    unknown = sorted(set(overrides) - set(defaults))
+    if unknown:
+        raise KeyError(f"not a plugin option: {', '.join(unknown)} (known: {', '.join(defaults)})")
+    return {**defaults, **overrides}
+
+
+def lossless_prompts() -> list[str]:
+    """Four prompts, DNA and text, of four different token lengths: batched, every row is padded
+    differently, which is where a speculative loop that mixes up rows or positions shows."""
+    dna = [c.prompt for c in batch_suite(60, 2)]
+    return [dna[0], "<dna>ACGTAC", "Carbon <dna>" + "CAG" * 30, dna[1][:40]]
