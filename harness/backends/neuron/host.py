@@ -37,7 +37,15 @@ def visible_cores(worker_id: str, cores_per_worker: int, total_cores: int) -> st
 NEURON_STACK = (("torch_neuronx", "torch-neuronx"), ("neuronx_distributed_inference", "neuronx-distributed-inference"))
 
 
-def neuron_unavailable_reason(find_spec: Callable[[str], object | None] = importlib.util.find_spec,
+def host_find_spec(name: str) -> object | None:
+    """``importlib.util.find_spec``, except that the harness's own CPU-mode stubs (a loader marked
+    ``carbon_stub``) do not count: once the NxDI CPU tier has run in a process, ``torch_neuronx``
+    imports, but that does not make the process a Trn2 host."""
+    spec = importlib.util.find_spec(name)
+    return None if spec is not None and getattr(spec.loader, "carbon_stub", False) else spec
+
+
+def neuron_unavailable_reason(find_spec: Callable[[str], object | None] = host_find_spec,
                               dev: Path = Path("/dev")) -> str | None:
     """Why NxDI cannot run here (None when it can): the first missing piece, said plainly.
 

@@ -158,6 +158,8 @@ class _StubModule(types.ModuleType):
 
 
 class _StubLoader(importlib.abc.Loader):
+    carbon_stub = True  # host.host_find_spec: a stubbed package is not the Neuron stack
+
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         module = _StubModule(spec.name)
         module.__path__ = []  # a package: every submodule is a stub too

@@ -88,7 +88,7 @@ def test_pytest_benchmark_save_and_compare_work_on_harness_benchmarks(tmp_path, 
     thresholds.write_text(json.dumps(IMPOSSIBLE_SPEEDUP))
     # pytest-benchmark wants its storage below the working directory: run from tmp_path.
     common = (str(REPO / "tests/perf/test_tokenizer_speed.py"), "-k", "dna", "--rootdir", str(REPO),
-              "--carbon-thresholds", str(thresholds), "--benchmark-storage", f"file://{tmp_path / 'bench'}")
+              f"--carbon-thresholds={thresholds}", "--benchmark-storage", f"file://{tmp_path / 'bench'}")
     saved = run_pytest(*common, "--benchmark-save=base", cache_dir=carbon_cache_dir, cwd=tmp_path)
     assert saved.returncode == 0, saved.stdout + saved.stderr
     files = list((tmp_path / "bench").rglob("*_base.json"))
