@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -15,6 +13,7 @@ from harness.carbon.checkpoint import CheckpointError, fingerprint, inspect_chec
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.spec import MODELS, get_model
 from harness.core.storage import StorageError, sha256_file
+from tests.helpers import run_cli, start_cli
 
 pytestmark = pytest.mark.compat
 
@@ -99,8 +98,7 @@ def test_files_of_a_checkpoint(carbon_tiny_checkpoint):
 
 def test_cli_writes_a_checkpoint(tmp_path):
     out = tmp_path / "ck"
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "checkpoint", "--model", "carbon-tiny", "--out",
-                        str(out)], capture_output=True, text=True)
+    r = run_cli("checkpoint", "--model", "carbon-tiny", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "weights" in r.stderr  # progress is shown
     assert inspect_checkpoint(out).has_weights
@@ -111,8 +109,7 @@ def test_cli_writes_a_checkpoint(tmp_path):
     (["--model", "carbon-tiny", "--seed", "-1"], "'-1' must be >= 0"),
 ])
 def test_cli_rejects_bad_arguments(tmp_path, args, message):
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "checkpoint", "--out", str(tmp_path / "x"), *args],
-                       capture_output=True, text=True)
+    r = run_cli("checkpoint", "--out", str(tmp_path / "x"), *args)
     assert r.returncode == 2 and message in r.stderr
 
 
@@ -228,8 +225,7 @@ def test_golden_refuses_a_corrupt_cache_by_rebuilding_first(tmp_path):
     entry = ck.cached_checkpoint("carbon-tiny", tmp_path / "cache", progress=None)
     _corrupt_middle(entry / "model.safetensors")
     out = tmp_path / "golden.json"
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "golden", "--out", str(out), "--cache-dir",
-                        str(tmp_path / "cache")], capture_output=True, text=True, timeout=600)
+    r = run_cli("golden", "--out", str(out), "--cache-dir", str(tmp_path / "cache"))
     assert r.returncode == 0, r.stderr
     assert "rebuilding" in r.stderr and "model.safetensors does not match its sha256" in r.stderr
     golden = json.loads((FIXTURES_DIR / "golden" / "carbon-tiny-seed0.json").read_text())
@@ -260,8 +256,7 @@ def test_malformed_tokenizer_config_and_vocab_mismatch_are_one_line(tmp_path, mu
 # -- concurrent writers and killed builds (items 6 and 8) -----------------------------------------
 
 def _cli_checkpoint(out, *extra):
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", "checkpoint", "--model", "carbon-tiny", "--out",
-                             str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_cli("checkpoint", "--model", "carbon-tiny", "--out", str(out), *extra)
 
 
 def test_a_second_writer_of_one_out_fails_clearly_while_the_first_holds_it(tmp_path):
@@ -311,3 +306,22 @@ def test_stale_partials_of_killed_builds_are_removed_at_the_next_build(tmp_path)
     (tmp_path / ".out.dead0001.partial").mkdir()
     write_checkpoint("carbon-tiny", out, config_only=True, progress=None)
     assert not (tmp_path / ".out.dead0001.partial").exists()
+
+
+def test_golden_out_onto_an_existing_file_needs_force(tmp_path, carbon_tiny_checkpoint, carbon_cache_dir):
+    """`golden --out FILE` never silently replaces a file (a committed golden is the reference every
+    accuracy check compares against): it refuses before generating, naming the file and --force;
+    with --force it replaces it whole, and a directory is refused outright."""
+    out = tmp_path / "golden.json"
+    out.write_text("the committed golden\n")
+    cache = ["--cache-dir", str(carbon_cache_dir)]
+    r = run_cli("golden", "--out", str(out), *cache)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert str(out) in r.stderr and "--force" in r.stderr, r.stderr
+    assert out.read_text() == "the committed golden\n"
+    r = run_cli("golden", "--out", str(tmp_path), "--force", *cache)
+    assert r.returncode == 2 and "is a directory" in r.stderr, r.stdout + r.stderr
+    r = run_cli("golden", "--out", str(out), "--force", *cache)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["model"] == "carbon-tiny"
+    assert [p.name for p in tmp_path.iterdir()] == ["golden.json"]  # no partial left beside it
