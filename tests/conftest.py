@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.backends.hf import HFEngine
@@ -30,3 +32,19 @@ def scoring_window():
 def scoring_variants():
     """The variants shipped in fixtures/scoring/variants.tsv, for the scoring window."""
     return read_variants(FIXTURE_DIR / "variants.tsv")
+
+
+@pytest.fixture(scope="session")
+def nxdi_source(carbon_session) -> Path:
+    """The NxDI source tree this run was given, read where the plugin reads it (--carbon-nxdi-source=DIR,
+    whose default is $CARBON_NXDI_SOURCE), so a test reads the same NxDI as the NxDI CPU tier. Skips
+    when none was given; fails when the one given holds no NxDI sources, since the user asked for it."""
+    source = carbon_session.config.nxdi_source
+    if source is None:
+        pytest.skip("needs NxDI 0.9 sources: pass --carbon-nxdi-source=DIR (or set CARBON_NXDI_SOURCE), a dir with "
+                    "neuronx-distributed-inference/src and neuronx-distributed/src (../shared/vendor)")
+    if not (source / "neuronx-distributed-inference" / "src").is_dir():
+        pytest.fail(f"--carbon-nxdi-source {source} has no neuronx-distributed-inference/src (give a dir laid out "
+                    f"like ../shared/vendor: neuronx-distributed-inference/src and neuronx-distributed/src)",
+                    pytrace=False)
+    return source

@@ -5,11 +5,16 @@ not leak into the test process).
 Usage: python nxdi_speculation_probe.py VENDOR_DIR WORK_DIR < request.json
 
 VENDOR_DIR holds ``neuronx-distributed-inference/src`` and ``neuronx-distributed/src``; NxDI is
-imported the way the NxDI CPU tier imports it (``harness.backends.neuron.stubs``)."""
+imported the way the NxDI CPU tier imports it (``harness.backends.neuron.stubs``). The reference is
+NxDI's own ``inference_demo.py``: its argument parser, ``create_neuron_config`` and ``run_inference``
+(up to where it builds the model for a device) run on the flags that ask for the harness's settings,
+and its configs are compared with the harness's field by field; checkpoints load through NxDI's
+``load_pretrained_config``, as the harness's engine loads them."""
 
 from __future__ import annotations
 
-import copy
+import argparse
+import ast
 import json
 import logging
 import sys
@@ -26,8 +31,6 @@ class _Unexpected(logging.Handler):
     def emit(self, record):
         message = record.getMessage()
         if "Unexpected keyword arguments" in message:
-            import ast
-
             self.keys |= set(ast.literal_eval(message.split(":", 2)[-1].strip()))
 
 
@@ -37,6 +40,98 @@ def plain(value):
         return value
     except TypeError:
         return repr(value)
+
+
+def load_inference_demo() -> dict:
+    """NxDI's ``inference_demo.py``, executed statement by statement from its source: its functions
+    are NxDI's own. The module cannot be imported whole on a CPU (its MoE models need Neuron-only
+    names that are not on the stub allow-list, its accuracy helpers torchvision), so a top-level
+    import that fails is left out, and a constant it imported is read from its module's source."""
+    import neuronx_distributed_inference
+
+    root = Path(neuronx_distributed_inference.__file__).parent
+    path = root / "inference_demo.py"
+    namespace: dict = {"__name__": "inference_demo", "__file__": str(path)}
+    for node in ast.parse(path.read_text()).body:
+        try:
+            exec(compile(ast.Module([node], type_ignores=[]), str(path), "exec"), namespace)
+        except (ImportError, NameError):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    value = source_constant(root.parent / (node.module.replace(".", "/") + ".py"), alias.name)
+                    if value is not None:
+                        namespace[alias.asname or alias.name] = value
+    missing = [name for name in ("setup_run_parser", "create_neuron_config", "run_inference") if name not in namespace]
+    if missing:
+        raise RuntimeError(f"inference_demo.py in {root} no longer defines {missing}")
+    return namespace
+
+
+def source_constant(module_file: Path, name: str):
+    """A literal top-level assignment ``name = ...`` in ``module_file``, or None."""
+    if not module_file.is_file():
+        return None
+    for node in ast.parse(module_file.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                return None
+    return None
+
+
+def demo_argv(demo: dict, kwargs: dict) -> tuple[list[str], list[str]]:
+    """The ``inference_demo run`` flags that ask for ``kwargs``, found in the demo's own parser by
+    destination, and the kwargs the demo has no flag for."""
+    parser = argparse.ArgumentParser()
+    demo["setup_run_parser"](parser)
+    flags = {a.dest: a for a in parser._actions if a.option_strings}
+    argv: list[str] = []
+    missing: list[str] = []
+    for key, value in kwargs.items():
+        if key == "on_device_sampling_config":  # the demo builds it from its sampling flags
+            argv.append("--on-device-sampling")
+            for name, setting in value.items():
+                argv += [flags[name].option_strings[0]] if setting is True else (
+                    [] if setting is False else [flags[name].option_strings[0], str(setting)])
+            continue
+        action = flags.get(key)
+        if action is None:
+            missing.append(key)
+        elif action.nargs == 0:  # store_true
+            if value:
+                argv.append(action.option_strings[0])
+        elif isinstance(value, list):
+            argv += [action.option_strings[0], *map(str, value)]
+        else:
+            argv += [action.option_strings[0], str(value)]
+    return argv, missing
+
+
+class _DemoReachedTheModel(Exception):
+    """Raised where run_inference constructs the target model (next it compiles for a device)."""
+
+    def __init__(self, config):
+        super().__init__("configs built")
+        self.config = config
+
+
+def demo_configs(demo: dict, args):
+    """The target InferenceConfig (with its fused draft config) that the demo's ``run_inference``
+    builds from ``args``, taken where it hands it to the model class: everything before that line
+    (create_neuron_config, load_pretrained_config, the draft derivation, FusedSpecNeuronConfig) runs
+    as NxDI wrote it."""
+    from neuronx_distributed_inference.models.llama.modeling_llama import NeuronLlamaForCausalLM
+
+    class StopAtModel(NeuronLlamaForCausalLM):
+        def __init__(self, model_path, config):  # noqa: D107 - records instead of building for a device
+            raise _DemoReachedTheModel(config)
+
+    try:
+        demo["run_inference"](StopAtModel, args)
+    except _DemoReachedTheModel as reached:
+        return reached.config
+    raise RuntimeError("inference_demo.run_inference never constructed the model")
 
 
 def main() -> None:
@@ -51,6 +146,7 @@ def main() -> None:
         LlamaInferenceConfig,
         NeuronLlamaForCausalLM,
     )
+    from neuronx_distributed_inference.utils.hf_adapter import load_pretrained_config
 
     from harness.backends.neuron.config import derive_draft_neuron_config
 
@@ -59,26 +155,42 @@ def main() -> None:
     target_nc = NeuronConfig(**request["target_kwargs"])
     draft_nc = NeuronConfig(**request["draft_kwargs"])
     unexpected_at_init = sorted(unexpected.keys)
-    # inference_demo.py run_inference, verbatim in effect: deep copy, speculation off
-    demo = copy.deepcopy(target_nc)
-    demo.speculation_length = 0
-    demo.enable_fused_speculation = False
+    logging.getLogger().removeHandler(unexpected)  # the demo passes all its arguments: NxDI logs most as unexpected
+    # inference_demo.py itself: its argument parser and run_inference on the harness's target settings
+    demo = load_inference_demo()
+    argv, no_demo_flag = demo_argv(demo, request["target_kwargs"])
+    parser = argparse.ArgumentParser()
+    demo["setup_run_parser"](parser)
+    args = parser.parse_args([*argv, "--model-path", request["target_checkpoint"], "--compiled-model-path",
+                              str(work / "demo-compiled"), "--draft-model-path", request["draft_checkpoint"],
+                              "--prompt", "ACGT"])
+    demo_config = demo_configs(demo, args)
+    demo_target = demo_config.neuron_config
+    demo_draft = demo_config.fused_spec_config.draft_config.neuron_config
     ours = derive_draft_neuron_config(target_nc)
-    def fields(config):  # nested config objects (on-device sampling) compared by their fields
-        return {k: repr(vars(v) if hasattr(v, "__dict__") else v) for k, v in vars(config).items()}
 
-    a, b, c = fields(draft_nc), fields(demo), fields(ours)
-    kwargs_vs_demo = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    derived_vs_demo = sorted(k for k in set(c) | set(b) if c.get(k) != b.get(k))
+    def fields(config, prefix=""):  # nested config objects (on-device sampling) compared field by field
+        out = {}
+        for k, v in vars(config).items():
+            out.update(fields(v, f"{prefix}{k}.") if hasattr(v, "__dict__") else {f"{prefix}{k}": repr(v)})
+        return out
 
-    def loader(path):
-        def load(config):
-            for key, value in json.loads((Path(path) / "config.json").read_text()).items():
-                setattr(config, key, value)
-        return load
+    detail: dict[str, list] = {}
 
-    draft_config = LlamaInferenceConfig(ours, load_config=loader(request["draft_checkpoint"]))
-    target_config = LlamaInferenceConfig(target_nc, load_config=loader(request["target_checkpoint"]))
+    def differ(x, y):
+        a, b = fields(x), fields(y)
+        keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        detail.update({k: [a.get(k), b.get(k)] for k in keys})
+        return keys
+
+    target_vs_demo = differ(target_nc, demo_target)
+    kwargs_vs_demo = differ(draft_nc, demo_draft)
+    # the harness's derivation applied to the demo's own target: must give the demo's draft exactly
+    derived_vs_demo = differ(derive_draft_neuron_config(demo_target), demo_draft)
+
+    # the harness's own configs through NxDI's save/load, with the loader production uses (engine.py)
+    draft_config = LlamaInferenceConfig(ours, load_config=load_pretrained_config(request["draft_checkpoint"]))
+    target_config = LlamaInferenceConfig(target_nc, load_config=load_pretrained_config(request["target_checkpoint"]))
     target_config.fused_spec_config = FusedSpecNeuronConfig(NeuronLlamaForCausalLM._model_cls,
                                                             draft_config=draft_config,
                                                             draft_model_path=request["draft_checkpoint"])
@@ -90,6 +202,10 @@ def main() -> None:
     print(json.dumps({
         "unexpected_kwargs": unexpected_at_init,
         "kwargs_vs_demo": kwargs_vs_demo,
+        "target_vs_demo": target_vs_demo,
+        "no_demo_flag": no_demo_flag,
+        "demo_argv": argv,
+        "differences": detail,  # field: [harness, demo], for the assertion messages
         "derived_vs_demo": derived_vs_demo,
         "target": {k: plain(getattr(target_nc, k)) for k in ("speculation_length", "enable_fused_speculation",
                                                              "spec_batch_size", "tp_degree", "seq_len",

@@ -13,7 +13,6 @@ import pytest
 from harness.backends.neuron.stubs import NEURON_ONLY_PACKAGES
 from tests.unit.backends.test_neuron_cpu_mode import make_tree
 from tests.unit.conftest import REPO, run_pytest
-from tests.unit.workloads.test_speculative import vendor_dir
 
 pytestmark = pytest.mark.unit
 
@@ -104,12 +103,10 @@ print("calls:", stub_calls())
     assert "calls: {'torch_neuronx.xla_impl.ops.xla_hlo_call': 1}" in r.stdout
 
 
-def test_the_cpu_tier_summary_line_lists_the_stubbed_calls_made(tmp_path):
+def test_the_cpu_tier_summary_line_lists_the_stubbed_calls_made(tmp_path, nxdi_source):
     """A real child pytest of the NxDI CPU tier (the real NxDI 0.9 sources imported in CPU mode):
     its decorators run at import, so the line names them with their counts."""
-    vendor = vendor_dir()
-    if vendor is None:
-        pytest.skip("needs NxDI 0.9 sources: set CARBON_NXDI_SOURCE (../shared/vendor)")
+    vendor = nxdi_source
     r = run_pytest("-q", "tests/unit/core/test_spec.py", "--carbon-backend", "neuron", "--carbon-neuron-cpu",
                    f"--carbon-nxdi-source={vendor}", cache_dir=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

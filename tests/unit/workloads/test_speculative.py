@@ -4,7 +4,6 @@ rule, and NxDI 0.9's speculation config built from the kwargs (against the real 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from harness.workloads.speculative import (
     combine_results,
     loop_unavailable_reason,
 )
-from tests.unit.conftest import REPO
+from tests.helpers import REPO, plugin_options, run_pytest
 
 pytestmark = pytest.mark.unit
 
@@ -189,22 +188,6 @@ def test_neuron_kwargs_reject_bad_values():
         neuron_speculation_kwargs("carbon-3b", "carbon-500m", "report-bs1", draft_tp_degree=0)
 
 
-def vendor_dir() -> Path | None:
-    """NxDI sources: $CARBON_NXDI_SOURCE, else a shared/vendor beside the checkout or above it."""
-    explicit = os.environ.get("CARBON_NXDI_SOURCE")
-    candidates = [Path(explicit)] if explicit else [p / "shared" / "vendor" for p in REPO.parents]
-    return next((c for c in candidates if (c / "neuronx-distributed-inference" / "src").is_dir()), None)
-
-
-@pytest.fixture(scope="module")
-def nxdi_source() -> Path:
-    vendor = vendor_dir()
-    if vendor is None:
-        pytest.skip("needs NxDI 0.9 sources: set CARBON_NXDI_SOURCE to a dir with neuronx-distributed-inference/src "
-                    "and neuronx-distributed/src (../shared/vendor)")
-    return vendor
-
-
 def nxdi_file(vendor: Path, relative: str) -> str:
     return (vendor / "neuronx-distributed-inference" / "src" / "neuronx_distributed_inference" / relative).read_text()
 
@@ -227,6 +210,18 @@ def test_cpu_mode_rejects_speculation_as_the_skip_reason_says(nxdi_source):
     assert neuron_speculation_unavailable_reason("neuron") is None
 
 
+def test_the_nxdi_source_given_is_the_one_used(tmp_path):
+    """A child pytest given --carbon-nxdi-source=DIR reads NxDI from DIR, not from a tree it finds
+    itself: given a directory that holds no NxDI, it fails naming the directory."""
+    empty = tmp_path / "not-nxdi"
+    empty.mkdir()
+    r = run_pytest("-q", "-p", "no:randomly", f"{Path(__file__).relative_to(REPO)}::"
+                   "test_cpu_mode_rejects_speculation_as_the_skip_reason_says", f"--carbon-nxdi-source={empty}",
+                   cache_dir=tmp_path / "cache")
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert f"--carbon-nxdi-source {empty} has no neuronx-distributed-inference/src" in r.stdout, r.stdout[-3000:]
+
+
 @pytest.mark.slow
 def test_real_nxdi_builds_and_round_trips_the_speculation_config(nxdi_source, tmp_path):
     """NxDI's own NeuronConfig, LlamaInferenceConfig and FusedSpecNeuronConfig, from the vendored source
@@ -247,8 +242,18 @@ def test_real_nxdi_builds_and_round_trips_the_speculation_config(nxdi_source, tm
     assert out["target"]["speculation_length"] == 5 and out["target"]["enable_fused_speculation"] is True
     assert out["target"]["spec_batch_size"] == 1 and out["target"]["kv_cache_tiling"] is True
     assert out["draft"] == {"speculation_length": 0, "enable_fused_speculation": False, "tp_degree": 4}
-    assert out["derived_vs_demo"] == []  # derive_draft_neuron_config is the demo's derivation
-    assert out["kwargs_vs_demo"] == ["kv_cache_tiling"]  # only what NeuronConfig derives from the flags
+    # inference_demo.py's own parser, create_neuron_config and run_inference, given the flags that ask
+    # for the harness's target kwargs: a flag exists for each, and NxDI builds the same target config
+    # but for the top-k kernel, which OnDeviceSamplingConfig turns on by default and the demo's
+    # --top-k-kernel-enabled (default off) turns off
+    assert out["no_demo_flag"] == [], out["demo_argv"]
+    assert out["target_vs_demo"] == ["on_device_sampling_config.top_k_kernel_enabled"], out["differences"]
+    assert out["differences"]["on_device_sampling_config.top_k_kernel_enabled"] == ["True", "False"]
+    # derive_draft_neuron_config on the demo's target gives the demo's draft, field by field
+    assert out["derived_vs_demo"] == [], out["differences"]
+    # NeuronConfig(**draft_kwargs) differs from the demo's draft only in what NeuronConfig derives from
+    # the speculation flags (and the top-k kernel default above)
+    assert out["kwargs_vs_demo"] == ["kv_cache_tiling", "on_device_sampling_config.top_k_kernel_enabled"]
     assert out["loaded"] == {"speculation_length": 5, "enable_fused_speculation": True,
                              "fused_spec_config": "FusedSpecNeuronConfig", "draft_speculation_length": 0,
                              "draft_hidden_size": MODELS["carbon-500m"].hidden_size,
@@ -257,20 +262,13 @@ def test_real_nxdi_builds_and_round_trips_the_speculation_config(nxdi_source, tm
 
 # -- the --carbon-draft option -------------------------------------------------------------------
 
-def options(**overrides):
-    base = {"backend": "hf", "models": None, "model_root": None, "shapes": None, "device": "cpu", "dtype": "auto",
-            "cache_dir": "/nonexistent-cache", "thresholds": None, "hardware": "cpu", "runs": 1, "warmup": 0,
-            "variants": None, "cores_per_worker": None}
-    return {**base, **overrides}
-
-
 def test_drafts_default_to_both_ends_of_the_embedded_default():
     from harness.session.config import make_config
 
-    config = make_config(options(), REPO)
+    config = make_config(plugin_options(), REPO)
     assert [d.label for d in config.drafts] == ["carbon-tiny-draft", "self"]
     assert config.speculation_length == 4
-    config = make_config(options(drafts=["Carbon-500M", "self"], speculation_length=3), REPO)
+    config = make_config(plugin_options(drafts=["Carbon-500M", "self"], speculation_length=3), REPO)
     assert [d.label for d in config.drafts] == ["carbon-500m", "self"] and config.speculation_length == 3
 
 
@@ -279,7 +277,7 @@ def test_unknown_draft_is_named_with_what_is_accepted(tmp_path):
 
     with pytest.raises(ValueError, match=r"--carbon-draft 'carbon-9b' is neither a known model \(carbon-500m, .*"
                                          r"carbon-tiny-draft\) nor an existing checkpoint directory \(or 'self'"):
-        make_config(options(drafts=["carbon-9b"]), REPO)
+        make_config(plugin_options(drafts=["carbon-9b"]), REPO)
 
 
 def test_embedded_draft_is_smaller_with_the_same_vocabulary_and_its_own_seed(tmp_path):
