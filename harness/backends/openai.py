@@ -10,6 +10,7 @@ import time
 import torch
 
 from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector
+from harness.core.errors import BackendCannot
 from harness.core.spec import RunShape
 from harness.serving.client import (
     Endpoint,
@@ -52,7 +53,7 @@ class OpenAIEngine(Engine):
 
     def generate(self, batch: Batch, max_new_tokens: int, select: Selector | None = None) -> GenerationResult:
         if select is not None:
-            raise NotImplementedError("a server samples on its side: custom token selection (FNS) needs logits")
+            raise BackendCannot("a server samples on its side: custom token selection (FNS) needs logits")
         self.check_batch(batch, max_new_tokens)
         start = time.perf_counter()
         results = self.requests(batch, max_new_tokens)
@@ -65,11 +66,11 @@ class OpenAIEngine(Engine):
         return GenerationResult(tokens, cte_ms=ttft, tkg_ms=[g for r in results for g in r.itl_ms], e2e_ms=e2e_ms)
 
     def prefill(self, batch: Batch) -> torch.Tensor:
-        raise NotImplementedError("a server exposes no separate prefill step: TTFT in tests/serving measures it")
+        raise BackendCannot("a server exposes no separate prefill step: TTFT in tests/serving measures it")
 
     def decode_step(self) -> torch.Tensor:
-        raise NotImplementedError("a server exposes no separate decode step: ITL in tests/serving measures it")
+        raise BackendCannot("a server exposes no separate decode step: ITL in tests/serving measures it")
 
     def logits(self, batch: Batch) -> torch.Tensor:
-        raise NotImplementedError("a server returns top-k logprobs, not full-vocabulary logits "
+        raise BackendCannot("a server returns top-k logprobs, not full-vocabulary logits "
                                   "(fetch_prompt_logprobs gives the top-k)")

@@ -34,7 +34,8 @@ from harness.backends.neuron.engine import NeuronEngine, adapter_generate_kwargs
 from harness.carbon.checkpoint import MANIFEST_FILE
 from harness.carbon.dna import prompt_suite
 from harness.core.errors import BackendError
-from harness.core.plan import CONVERT_TO_MHA
+from harness.core.paths import REPO_ROOT
+from harness.core.plan import CONVERT_TO_MHA, attention_sharding
 from harness.core.spec import get_shape
 from harness.core.vocab import PAD_TOKEN_ID
 from harness.workloads.accuracy import check_accuracy
@@ -42,7 +43,6 @@ from harness.workloads.golden import GOLDEN_TOKENS
 
 pytestmark = [pytest.mark.compat, pytest.mark.neuron]
 
-REPO = Path(__file__).resolve().parents[2]
 SMOKE_BS3 = replace(get_shape("smoke"), name="smoke-bs3", batch_size=3)
 STEPS = 8
 
@@ -81,10 +81,18 @@ def test_neuron_matches_hf_fp32_reference(carbon_neuron_engine, carbon_session, 
 
 
 def test_neuron_attention_sharding_matches_the_plan(carbon_neuron_engine):
+    """The plan comes from the checkpoint's own config.json, so a checkpoint outside ``MODELS``
+    (compiled without a plan, hence no ``attention_sharding_planned``) is still checked."""
     info = carbon_neuron_engine.info
     assert "attention_sharding_mismatch" not in info.extra, info.extra.get("attention_sharding_mismatch")
-    if "attention_sharding_planned" in info.extra:
-        assert info.extra["attention_sharding"] == info.extra["attention_sharding_planned"]
+    for key in ("attention_sharding", "tp_degree"):
+        assert key in info.extra, f"the engine's info.extra has no {key!r}: {sorted(info.extra)}"
+    config = json.loads((Path(info.checkpoint) / "config.json").read_text())
+    heads = config["num_attention_heads"]
+    planned = attention_sharding(heads, config.get("num_key_value_heads", heads), info.extra["tp_degree"])
+    assert info.extra["attention_sharding"] == planned.strategy, (info.extra["attention_sharding"], planned)
+    if "attention_sharding_planned" in info.extra:  # the engine's own plan (a MODELS label) agrees with it
+        assert info.extra["attention_sharding_planned"] == planned.strategy
 
 
 # --- the NxDI CPU tier: the embedded default in NxDI's CPU mode ----------------------------------------
@@ -170,7 +178,7 @@ def test_a_build_that_cannot_generate_fails_at_load(nxdi_cpu, carbon_tiny_checkp
             f"NeuronEngine(Path({str(carbon_tiny_checkpoint)!r}), get_shape('smoke'), 'carbon-tiny', hardware='cpu', "
             f"cpu=True, nxdi_source=Path({str(tmp_path)!r}))")
     env = {k: v for k, v in os.environ.items() if k != "MASTER_PORT"}  # this process holds its gloo port
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=env)
     assert r.returncode != 0
     assert "the installed NxDI build cannot generate (NameError: name 'tensor_capture_hook' is not defined)" in r.stderr
 

@@ -23,6 +23,7 @@ from harness.workloads.scoring import (
     score_variants,
     scoring_figures,
 )
+from tests.helpers import skip_when_backend_cannot
 
 pytestmark = pytest.mark.perf
 
@@ -57,11 +58,9 @@ def scoring_engine(carbon_session, carbon_model, carbon_engine_for):
 def measure(benchmark, session, run):
     """Time ``run`` over the session's rounds; the timed rounds' results (all when disabled)."""
     results = []
-    try:
+    with skip_when_backend_cannot(f"{session.config.backend} cannot return logits at every position"):
         benchmark.pedantic(lambda: results.append(run()), rounds=session.config.runs,
                            warmup_rounds=session.config.warmup)
-    except NotImplementedError as exc:
-        pytest.skip(f"{session.config.backend} cannot return logits at every position: {exc}")
     return timed_results(benchmark, results, session.config.warmup, session.config.runs)
 
 
@@ -77,6 +76,7 @@ def gate_scoring(benchmark, session, engine, gate, workload, label, timed, varia
     gate(benchmark, model=engine.info.model, shape=label, figures=figures, context=context)
 
 
+@pytest.mark.fixed_shape(VEP_SHAPE)
 def test_vep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, carbon_gate, scoring_window,
              scoring_variants):
     """Variant-effect scoring of fixtures/scoring: the reference and one row per variant, in
@@ -94,6 +94,7 @@ def test_vep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, 
                  len(scoring_variants))
 
 
+@pytest.mark.fixed_shape(VEP_SHAPE)
 def test_sweep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, carbon_gate, scoring_window):
     """Saturation mutagenesis (3 alts per position): the throughput case of scoring."""
     engine = scoring_engine(VEP_SHAPE)

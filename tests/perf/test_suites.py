@@ -13,6 +13,7 @@ from harness.backends.base import Batch
 from harness.carbon.dna import SUITE_CASES, batch_suite, prompt_suite
 from harness.carbon.fns import fns_select
 from harness.plugin.recording import engine_context, model_spec, timed_results
+from tests.helpers import skip_when_backend_cannot
 
 pytestmark = pytest.mark.perf
 
@@ -21,17 +22,19 @@ BATCH_SUITE_SHAPE = "a100-style-bs16"
 
 
 def measure_generation(benchmark, session, engine, batch, tokenizer, gate, select=None, decoding="direct"):
-    """Time repeated generations of one batch and gate the resulting figures."""
+    """Time repeated generations of one batch and gate the resulting figures. Only the engine call
+    may skip (the backend's BackendCannot, e.g. no logits for FNS); the gate never does."""
     shape = engine.shape
     results = []
     benchmark.extra_info["decoding"] = decoding
-    benchmark.pedantic(lambda: results.append(engine.generate(batch, shape.max_new_tokens, select=select)),
-                       setup=engine.reset,
-                       rounds=session.config.runs, warmup_rounds=session.config.warmup)
+    with skip_when_backend_cannot(f"{engine.info.backend} cannot run {decoding} decoding"):
+        benchmark.pedantic(lambda: results.append(engine.generate(batch, shape.max_new_tokens, select=select)),
+                           setup=engine.reset,
+                           rounds=session.config.runs, warmup_rounds=session.config.warmup)
     timed = timed_results(benchmark, results, session.config.warmup, session.config.runs)
     assert all(r.tokens.shape == (batch.size, shape.max_new_tokens) for r in timed)
     figures = generation_figures(timed, tokenizer, model_spec(engine.info.model), engine.info.dtype,
-                                 session.hardware.memory_bandwidth_gbps, batch.max_prompt_tokens)
+                                 session.hardware.bandwidth_gbps(shape.tp_degree), batch.max_prompt_tokens)
     assert 0.0 <= figures["valid_dna_fraction"] <= 1.0 and figures["tokens_per_s"] > 0
     gate(benchmark, model=engine.info.model, shape=shape.name if decoding == "direct" else f"{shape.name}-{decoding}",
          figures=figures,
@@ -39,6 +42,7 @@ def measure_generation(benchmark, session, engine, batch, tokenizer, gate, selec
     return figures
 
 
+@pytest.mark.fixed_shape(DNA_SUITE_SHAPE)
 @pytest.mark.parametrize("case", SUITE_CASES)
 def test_dna_suite(benchmark, carbon_session, carbon_engine_for, carbon_model_tokenizer, carbon_gate, case):
     engine = carbon_engine_for(DNA_SUITE_SHAPE)
@@ -50,6 +54,7 @@ def test_dna_suite(benchmark, carbon_session, carbon_engine_for, carbon_model_to
     measure_generation(benchmark, carbon_session, engine, batch, carbon_model_tokenizer, carbon_gate)
 
 
+@pytest.mark.fixed_shape(BATCH_SUITE_SHAPE)
 def test_batch_suite(benchmark, carbon_session, carbon_engine_for, carbon_model_tokenizer, carbon_gate):
     engine = carbon_engine_for(BATCH_SUITE_SHAPE)
     benchmark.group = f"batch-suite-{engine.info.model}"
@@ -59,6 +64,7 @@ def test_batch_suite(benchmark, carbon_session, carbon_engine_for, carbon_model_
     measure_generation(benchmark, carbon_session, engine, batch, carbon_model_tokenizer, carbon_gate)
 
 
+@pytest.mark.fixed_shape(BATCH_SUITE_SHAPE)
 def test_e2e_fns(benchmark, carbon_session, carbon_engine_for, carbon_model_tokenizer, carbon_gate):
     """bp-level (FNS) greedy decoding of the batch suite: each 6-mer assembled from the per-position
     argmax base. Grouped with test_batch_suite so its bp_per_s sits next to direct 6-mer decoding
@@ -67,10 +73,7 @@ def test_e2e_fns(benchmark, carbon_session, carbon_engine_for, carbon_model_toke
     benchmark.group = f"batch-suite-{engine.info.model}"
     prompts = [c.prompt for c in batch_suite(engine.shape.prompt_bp, engine.shape.batch_size)]
     batch = Batch.from_prompts(carbon_model_tokenizer, prompts)
-    try:
-        figures = measure_generation(benchmark, carbon_session, engine, batch, carbon_model_tokenizer, carbon_gate,
-                                     select=fns_select, decoding="fns")
-    except NotImplementedError as exc:
-        pytest.skip(f"{engine.info.backend} cannot run FNS decoding: {exc}")
+    figures = measure_generation(benchmark, carbon_session, engine, batch, carbon_model_tokenizer, carbon_gate,
+                                 select=fns_select, decoding="fns")
     assert figures["valid_dna_fraction"] == 1.0  # every FNS token is a 6-mer
     assert figures["generated_bp"] == 6 * batch.size * engine.shape.max_new_tokens

@@ -44,7 +44,7 @@ from harness.backends.neuron.config import (
     variant_env,
 )
 from harness.backends.neuron.host import neuron_unavailable_reason
-from harness.core.errors import BackendError
+from harness.core.errors import BackendCannot, BackendError
 from harness.core.measure import Timer
 from harness.core.ports import free_port
 from harness.core.spec import MODELS, ArtifactKey, RunShape
@@ -350,7 +350,7 @@ class NeuronEngine(Engine):
         """Through NxDI's HuggingFaceGenerationAdapter, as the reference runs; CTE/TKG latency from
         forward hooks on the two sub-models."""
         if select is not None:
-            raise NotImplementedError("on-device greedy sampling returns tokens, not per-step logits to select from")
+            raise BackendCannot("on-device greedy sampling returns tokens, not per-step logits to select from")
         self.check_batch(batch, max_new_tokens)
         full = pad_rows(batch, self.shape.batch_size)
         self.reset()
@@ -376,7 +376,7 @@ class NeuronEngine(Engine):
         return logits.reshape(-1, logits.shape[-1])
 
     def logits(self, batch: Batch) -> torch.Tensor:
-        raise NotImplementedError("the compiled model returns logits per generated position only: "
+        raise BackendCannot("the compiled model returns logits per generated position only: "
                                   "use continuation_logits()")
 
     def close(self) -> None:
