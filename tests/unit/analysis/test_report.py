@@ -394,12 +394,14 @@ def test_markdown_report_is_release_evidence(gated_run, tmp_path):
     text = (tmp_path / "r.md").read_text()
     assert r.returncode == 0 and text.startswith("# Carbon benchmark report\n")
     assert "**Hardware:** cpu, host CPU " in text and "GB/s (measured" in text
-    torch = data["carbon_harness"]["versions"]["torch"]
-    for row in ("| NxDI | not installed |", "| NxD | not installed |", "| neuronx-cc | not installed |",
-                "| torch-neuronx | not installed |", f"| torch | {torch} |",
-                f"| harness sha | {data['carbon_harness']['harness_git_sha']} |"):
+    # The stack's versions are this host's (a Trn2 host has NxDI installed): read them from the run.
+    installed = data["carbon_harness"]["versions"]
+    for label, package in (("NxDI", "neuronx-distributed-inference"), ("NxD", "neuronx-distributed"),
+                           ("neuronx-cc", "neuronx-cc"), ("torch-neuronx", "torch-neuronx"),
+                           ("transformers", "transformers"), ("torch", "torch")):
+        row = f"| {label} | {installed.get(package) or 'not installed'} |"
         assert row in text, row
-    assert "| transformers | 4." in text
+    assert f"| harness sha | {data['carbon_harness']['harness_git_sha']} |" in text
     assert "**Verdict: FAIL** (2 benchmark(s) failed a gate: test_tkg[carbon-tiny-smoke], test_e2e[" in text
     header = next(line for line in text.splitlines() if line.startswith("| benchmark |"))
     assert header.endswith("| gate |")
@@ -522,3 +524,13 @@ def importlib_find(name: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(name) is not None
+
+
+def test_version_rows_say_not_installed_where_absent_and_take_a_source_trees_nxdi_version():
+    from harness.analysis.report import versions
+
+    rows = dict(versions({"versions": {"torch": "2.13.0+cpu", "transformers": "4.57.6"},
+                          "nxdi": {"nxdi_version": "0.9.0"}, "harness_git_sha": "abc"}))
+    assert rows == {"NxDI": "0.9.0", "NxD": "not installed", "neuronx-cc": "not installed",
+                    "torch-neuronx": "not installed", "transformers": "4.57.6", "torch": "2.13.0+cpu",
+                    "harness sha": "abc"}
