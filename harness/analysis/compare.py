@@ -57,20 +57,27 @@ def unit_of(metric: str) -> str:
     return ""
 
 
+def _data_table(path: str | Path, what: str, key: str, shape: str) -> dict[str, Any]:
+    """The ``key`` table of a ``{"schema": 1, "note": ..., key: {...}}`` data file, its envelope
+    checked (an unknown field, another schema or a missing table is named)."""
+    data = load_json(path, ReportError, what)
+    if not isinstance(data, dict):
+        raise ReportError(f"{path}: must hold a JSON object with 'schema' and '{key}'")
+    unknown = set(data) - {"schema", "note", key}
+    if unknown:
+        raise ReportError(f"{path}: unknown field {sorted(unknown)[0]!r}; fields: schema, note, {key}")
+    if data.get("schema", 1) != 1:
+        raise ReportError(f"{path}: schema {data.get('schema')!r}; this harness reads schema 1")
+    table = data.get(key)
+    if not isinstance(table, dict):
+        raise ReportError(f"{path}: '{key}' must be an object of {shape}")
+    return table
+
+
 def load_floors(path: str | Path = FLOORS_FILE) -> dict[str, float]:
     """Unit -> the smallest absolute change that may be a regression (``{"schema": 1, "floors":
     {"ms": 0.01, ...}}``); every unit must be one of ``UNITS`` and every floor a finite number >= 0."""
-    data = load_json(path, ReportError, "floors file")
-    if not isinstance(data, dict):
-        raise ReportError(f"{path}: must hold a JSON object with 'schema' and 'floors'")
-    unknown = set(data) - {"schema", "note", "floors"}
-    if unknown:
-        raise ReportError(f"{path}: unknown field {sorted(unknown)[0]!r}; fields: schema, note, floors")
-    if data.get("schema", 1) != 1:
-        raise ReportError(f"{path}: schema {data.get('schema')!r}; this harness reads schema 1")
-    floors = data.get("floors")
-    if not isinstance(floors, dict):
-        raise ReportError(f"{path}: 'floors' must be an object of unit -> floor, units: {', '.join(UNITS)}")
+    floors = _data_table(path, "floors file", "floors", f"unit -> floor, units: {', '.join(UNITS)}")
     out = {}
     for unit, value in floors.items():
         if unit not in UNITS:
@@ -85,17 +92,8 @@ def load_hardware_tolerances(path: str | Path = HARDWARE_TOLERANCES_FILE) -> dic
     """Hardware profile -> default tolerance of a single-run compare (``{"schema": 1, "hardware":
     {"cpu": "50%"}}``): the A/A spread between two runs on that hardware, which a single run's own
     samples cannot show. Every value is a percentage in (0, 1000%]."""
-    data = load_json(path, ReportError, "hardware tolerances file")
-    if not isinstance(data, dict):
-        raise ReportError(f"{path}: must hold a JSON object with 'schema' and 'hardware'")
-    unknown = set(data) - {"schema", "note", "hardware"}
-    if unknown:
-        raise ReportError(f"{path}: unknown field {sorted(unknown)[0]!r}; fields: schema, note, hardware")
-    if data.get("schema", 1) != 1:
-        raise ReportError(f"{path}: schema {data.get('schema')!r}; this harness reads schema 1")
-    table = data.get("hardware")
-    if not isinstance(table, dict):
-        raise ReportError(f"{path}: 'hardware' must be an object of hardware profile -> tolerance (e.g. \"50%\")")
+    table = _data_table(path, "hardware tolerances file", "hardware",
+                        'hardware profile -> tolerance (e.g. "50%")')
     out = {}
     for name, value in table.items():
         try:
