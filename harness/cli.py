@@ -53,10 +53,7 @@ def cmd_golden(args: argparse.Namespace) -> int:
     from harness.workloads.golden import GOLDEN_TOKENS, write_golden
 
     # before any generating: a committed golden is what every accuracy check compares against
-    if args.out.is_dir():
-        raise ValueError(f"--out {args.out} is a directory: give the golden file to write")
-    if args.out.exists() and not args.force:
-        raise ValueError(f"--out {args.out} exists: refusing to overwrite it; pass --force to replace it")
+    _refuse_existing_out(args.out, args.force, "golden")
     checkpoint = cached_checkpoint(args.model, Path(args.cache_dir).expanduser(), seed=args.seed)
     if not verify_checkpoint(checkpoint):  # goldens only from weights whose every byte was checked
         raise ValueError(f"{checkpoint} has no manifest to verify its files against; goldens are not written "
@@ -160,6 +157,14 @@ def cmd_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_existing_out(out: Path, force: bool, what: str) -> None:
+    """A written file (a golden, a thresholds file) replaces what others compare against: only with --force."""
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory: give the {what} file to write")
+    if out.exists() and not force:
+        raise ValueError(f"--out {out} exists: refusing to overwrite it; pass --force to replace it")
+
+
 def _refuse_overwrite(inputs: Sequence[Path], outputs: dict[str, Path | None]) -> None:
     """An output option naming one of the inputs would destroy it: refuse before reading anything."""
     for option, out in outputs.items():
@@ -257,10 +262,7 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
     from harness.core.storage import atomic_write_text, load_json
 
     _refuse_overwrite([args.source], {"--out": args.out})
-    if args.out.is_dir():
-        raise ValueError(f"--out {args.out} is a directory: give the thresholds file to write")
-    if args.out.exists() and not args.force:
-        raise ValueError(f"--out {args.out} exists: refusing to overwrite it; pass --force to replace it")
+    _refuse_existing_out(args.out, args.force, "thresholds")
     data = load_json(args.source, ValueError, "benchmark JSON")
     document, derivation = thresholds_document(data, str(args.source), args.headroom, args.sdk, args.note)
     text = render(document)
