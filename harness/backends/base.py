@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from harness.carbon.fns import kmer_block
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.measure import throughput
 from harness.core.spec import RunShape
@@ -126,6 +127,12 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def logits(self, batch: Batch) -> torch.Tensor:
         """Full-vocabulary logits [B, T, V] of the prompts (float32, on the CPU)."""
+
+    def kmer_logits(self, batch: Batch) -> torch.Tensor:
+        """The 4,096 6-mer logits ``[B, T, 4096]`` at every position of the prompts (float32, on the
+        CPU): all that scoring reads (FNS marginals). This default slices ``logits``; a backend that
+        can return only the 6-mer head (the neuron scoring build) overrides it and moves 38x less."""
+        return kmer_block(self.logits(batch))
 
     def continuation_logits(self, batch: Batch, continuation: torch.Tensor) -> torch.Tensor:
         """Logits ``[B * N, V]`` predicting each of the N ``continuation`` tokens of every row, with

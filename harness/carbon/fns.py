@@ -27,20 +27,33 @@ _PLACE = 4 ** np.arange(K - 1, -1, -1)
 _ACGT_TO_ATCG = np.array([BASES.index(b) for b in OUTPUT_BASES])  # A->0, C->2, G->3, T->1
 
 
-def base_marginals(logits: Any) -> Any:
-    """Vocabulary logits ``[..., 155776]`` -> per-position base probabilities ``[..., 6, 4]``
-    (A, C, G, T), from a softmax renormalised over the 6-mer block. Torch in, torch out."""
-    if isinstance(logits, torch.Tensor):
-        block = logits[..., KMER_START:KMER_START + len(KMERS)].float()
-        probs = torch.softmax(block, dim=-1)
+def kmer_block(logits: Any) -> Any:
+    """The 4,096 6-mer columns ``[..., 4096]`` of vocabulary logits ``[..., 155776]``: all FNS needs,
+    and all a scoring build returns (``harness.backends.neuron.scoring``)."""
+    return logits[..., KMER_START:KMER_START + len(KMERS)]
+
+
+def kmer_marginals(block: Any) -> Any:
+    """6-mer logits ``[..., 4096]`` (vocabulary order) -> per-position base probabilities
+    ``[..., 6, 4]`` (A, C, G, T), from a softmax over the 6-mer block. Torch in, torch out."""
+    if block.shape[-1] != len(KMERS):
+        raise ValueError(f"6-mer logits must have {len(KMERS)} columns, got {block.shape[-1]}")
+    if isinstance(block, torch.Tensor):
+        probs = torch.softmax(block.float(), dim=-1)
         out = probs @ torch.from_numpy(_ONE_HOT).to(probs.device)
     else:
-        block = np.asarray(logits, dtype=np.float64)[..., KMER_START:KMER_START + len(KMERS)]
+        block = np.asarray(block, dtype=np.float64)
         block = block - block.max(axis=-1, keepdims=True)
         probs = np.exp(block)
         probs /= probs.sum(axis=-1, keepdims=True)
         out = probs @ _ONE_HOT.astype(np.float64)
     return out.reshape(*out.shape[:-1], K, 4)
+
+
+def base_marginals(logits: Any) -> Any:
+    """Vocabulary logits ``[..., 155776]`` -> per-position base probabilities ``[..., 6, 4]``
+    (A, C, G, T), from a softmax renormalised over the 6-mer block. Torch in, torch out."""
+    return kmer_marginals(kmer_block(logits))
 
 
 def kmer_ids_from_bases(base_index: Any) -> Any:

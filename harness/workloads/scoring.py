@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from harness.backends.base import Batch, Engine
-from harness.carbon.fns import OUTPUT_BASES, base_marginals, kmer_ids_from_bases
+from harness.carbon.fns import OUTPUT_BASES, kmer_ids_from_bases, kmer_marginals
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.carbon.variants import Variant, Window, check_bases, check_variants, mutate
 from harness.core.cost import usd_per_million
@@ -38,9 +38,9 @@ from harness.core.spec import RunShape, SpecError
 from harness.core.vocab import DNA_BEGIN, K
 
 _BASE_INDEX = {b: i for i, b in enumerate(OUTPUT_BASES)}
-# Backends whose engine returns logits at every position (``Engine.logits``); scoring elsewhere is
-# skipped before an engine is built, so no artifact is compiled for nothing.
-PER_POSITION_LOGITS_BACKENDS = ("hf",)
+# Backends whose engine returns 6-mer logits at every position (``Engine.kmer_logits``; on neuron the
+# scoring build); scoring elsewhere is skipped before an engine is built, so nothing is compiled for nothing.
+PER_POSITION_LOGITS_BACKENDS = ("hf", "neuron")
 
 
 class ScoringError(ValueError):
@@ -117,10 +117,10 @@ def variant_ids(ref_ids: Sequence[int], window: Window, variant: Variant) -> lis
     return ids
 
 
-def log_marginals(logits: torch.Tensor, kmers: int) -> np.ndarray:
-    """Logits ``[T, V]`` of one row -> log P(base) ``[kmers * 6, 4]`` for its first ``kmers`` 6-mers
-    (position i predicts 6-mer i, since position 0 is ``<dna>``)."""
-    marg = base_marginals(logits[:kmers])  # [kmers, 6, 4]
+def log_marginals(kmer_logits: torch.Tensor, kmers: int) -> np.ndarray:
+    """6-mer logits ``[T, 4096]`` of one row -> log P(base) ``[kmers * 6, 4]`` for its first ``kmers``
+    6-mers (position i predicts 6-mer i, since position 0 is ``<dna>``)."""
+    marg = kmer_marginals(kmer_logits[:kmers])  # [kmers, 6, 4]
     return torch.log(marg.clamp_min(1e-30)).reshape(kmers * K, 4).double().numpy()
 
 
@@ -184,7 +184,7 @@ def score_rows(engine: Engine, rows: Sequence[Sequence[int]], kmers: int, batch_
         padded = real + [real[0]] * (batch_size - len(real))
         batch = Batch.from_ids(padded)
         with Timer() as t:
-            logits = engine.logits(batch)
+            logits = engine.kmer_logits(batch)
         out.batch_ms.append(t.ms)
         out.log_marginals += [log_marginals(logits[i], kmers) for i in range(len(real))]
     return out
@@ -278,11 +278,11 @@ def score_sequences(engine: Any, tokenizer: CarbonTokenizer, sequences: Sequence
         if bad:
             raise ValueError(f"sequence has non-ACGT characters {sorted(bad)!r}: only A, C, G, T can be scored")
     batch = Batch.from_prompts(tokenizer, ["<dna>" + s for s in cleaned])
-    logits = engine.logits(batch)
+    logits = engine.kmer_logits(batch)
     out = []
     for row, seq in enumerate(cleaned):
         n = len(seq) // K
-        marg = base_marginals(logits[row, :n]).numpy()  # position i predicts kmer i (after <dna>)
+        marg = kmer_marginals(logits[row, :n]).numpy()  # position i predicts kmer i (after <dna>)
         observed = np.array([OUTPUT_BASES.index(b) for b in seq[: n * K]], dtype=np.int64).reshape(n, K)
         probs = np.take_along_axis(marg, observed[..., None], axis=-1)[..., 0].reshape(-1)
         out.append(SequenceScore(seq[: n * K], probs))

@@ -108,12 +108,17 @@ def package_build(package_dir: Path, label: str) -> dict[str, str]:
 
 
 def neuron_artifact_key(checkpoint_fingerprint: str, shape: RunShape, kwargs: Mapping[str, Any],
-                        versions: Mapping[str, str], env: Mapping[str, str] | None = None) -> ArtifactKey:
+                        versions: Mapping[str, str], env: Mapping[str, str] | None = None,
+                        model_options: Mapping[str, str] | None = None) -> ArtifactKey:
     """Compiled artifacts depend on the checkpoint, the NeuronConfig, the compile environment
-    (``NEURON_LOGICAL_NC_CONFIG`` overrides the LNC kwarg) and the compiler stack, NxDI's build
-    digest included."""
-    return artifact_key(checkpoint_fingerprint, shape, "neuron", dict(versions), neuron_config=dict(kwargs),
-                        env=dict(env or {}))
+    (``NEURON_LOGICAL_NC_CONFIG`` overrides the LNC kwarg), the compiler stack (NxDI's build digest
+    included) and what a model class changes against NxDI's Llama (``model_options``, e.g. the
+    scoring build's head). Without ``model_options`` the key is what it always was, so existing
+    generation artifacts stay valid."""
+    options: dict[str, Any] = {"neuron_config": dict(kwargs), "env": dict(env or {})}
+    if model_options:
+        options["model"] = dict(model_options)
+    return artifact_key(checkpoint_fingerprint, shape, "neuron", dict(versions), **options)
 
 
 def compiled_dir_problem(path: Path, key: ArtifactKey | None = None) -> str | None:

@@ -3,6 +3,8 @@
 Both modes share every code path but compile / load: prefill and decode steps,
 ``HuggingFaceGenerationAdapter.generate``, teacher-forced logits, ``reset()``, the per-sub-model
 latency hooks and the GQA log. A build that cannot generate fails at load (``smoke_generate``).
+On a scoring shape (``SCORING_SHAPES``) the engine holds the scoring build alone
+(``harness.backends.neuron.scoring``: the 6-mer head at every position), and generates nothing.
 """
 
 from __future__ import annotations
@@ -41,13 +43,15 @@ from harness.backends.neuron.config import (
     check_compile_variants,
     inference_config_kwargs,
     neuron_config_kwargs,
+    scoring_neuron_config_kwargs,
     variant_env,
 )
 from harness.backends.neuron.host import neuron_unavailable_reason
+from harness.backends.neuron.scoring import SCORING_HEAD, check_scoring_kwargs, scoring_model_class
 from harness.core.errors import BackendCannot, BackendError
 from harness.core.measure import Timer
 from harness.core.ports import free_port
-from harness.core.spec import MODELS, ArtifactKey, RunShape
+from harness.core.spec import MODELS, SCORING_SHAPES, ArtifactKey, RunShape
 from harness.core.vocab import PAD_TOKEN_ID
 
 
@@ -130,15 +134,16 @@ def smoke_generate(adapter: Any, batch_size: int) -> None:
     generated_tokens(out, 2, batch_size, 2)
 
 
-def nxdi_model(checkpoint: Path, kwargs: Mapping[str, Any]) -> Any:
-    """NxDI's Llama for a checkpoint, configured as the reference runs (not yet compiled or moved)."""
+def nxdi_model(checkpoint: Path, kwargs: Mapping[str, Any], model_cls: type | None = None) -> Any:
+    """NxDI's Llama (or ``model_cls``, a subclass of it) for a checkpoint, configured as the reference
+    runs (not yet compiled or moved)."""
     from neuronx_distributed_inference.models.config import NeuronConfig
     from neuronx_distributed_inference.models.llama.modeling_llama import LlamaInferenceConfig, NeuronLlamaForCausalLM
     from neuronx_distributed_inference.utils.hf_adapter import load_pretrained_config
 
     config = LlamaInferenceConfig(NeuronConfig(**kwargs), load_config=load_pretrained_config(str(checkpoint)),
                                   **inference_config_kwargs())
-    return NeuronLlamaForCausalLM(str(checkpoint), config)
+    return (model_cls or NeuronLlamaForCausalLM)(str(checkpoint), config)
 
 
 MIN_PROMPT_TOKENS = 2
@@ -185,7 +190,12 @@ class NeuronEngine(Engine):
         if unsupported:
             raise BackendError(f"NxDI's CPU mode cannot run variants {unsupported}: measure them on a Trainium2 device")
         spec = MODELS.get(model_name)  # a checkpoint of unknown architecture is compiled without a plan
-        self.kwargs = neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu)
+        self.scoring_only = shape.name in SCORING_SHAPES
+        if self.scoring_only:
+            self.kwargs = scoring_neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu)
+            check_scoring_kwargs(self.kwargs)
+        else:
+            self.kwargs = neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu)
         planned = None
         if spec is not None:
             tp = self.kwargs["tp_degree"]
@@ -201,7 +211,11 @@ class NeuronEngine(Engine):
         self.fingerprint = fingerprint(checkpoint)
         self.cache_root = Path(cache_dir or "~/.cache/carbon-harness").expanduser() / "neuron"
         start = time.perf_counter()
-        self.model, compile_s, key, artifact_dir, lines = self._make(self.kwargs)
+        if self.scoring_only:
+            made = self._make(self.kwargs, scoring_model_class(), {"scoring_head": SCORING_HEAD})
+        else:
+            made = self._make(self.kwargs)
+        self.model, compile_s, key, artifact_dir, lines = made
         load_s = time.perf_counter() - start - (compile_s or 0.0)
         records = load_sharding_log(artifact_dir / SHARDING_FILE) if artifact_dir is not None else None
         self.sharding_log = records if records is not None else parse_sharding_log(lines)
@@ -214,17 +228,20 @@ class NeuronEngine(Engine):
                                  "cte_bucket": self.kwargs["context_encoding_buckets"][0],
                                  # pre-sharded weights are loaded from the artifact; load includes warm-up
                                  "load_includes": "weight sharding in memory (CPU mode)" if cpu else
-                                                  "pre-sharded weights from the artifact, warm-up"}
+                                                  "pre-sharded weights from the artifact, warm-up",
+                                 "build": "scoring" if self.scoring_only else "generation"}
         if planned is not None:
             extra["attention_sharding_planned"] = planned.strategy
             mismatch = check_sharding(planned, self.sharding_log)
             if mismatch:
                 extra["attention_sharding_mismatch"] = mismatch
-        self.adapter = HuggingFaceGenerationAdapter(self.model)
         self.cte, self.tkg = SubmodelLatency(), SubmodelLatency()
         self.cte.attach(self.model.context_encoding_model)
         self.tkg.attach(self.model.token_generation_model)
-        smoke_generate(self.adapter, shape.batch_size)
+        self.adapter: Any = None
+        if not self.scoring_only:
+            self.adapter = HuggingFaceGenerationAdapter(self.model)
+            smoke_generate(self.adapter, shape.batch_size)
         dtype = "fp32" if self.kwargs["torch_dtype"] == "float32" else "bf16"
         self.info = EngineInfo("neuron", model_name, str(checkpoint), shape.name, "cpu" if cpu else "neuron", dtype,
                                load_s, compile_s, extra=extra)
@@ -237,12 +254,14 @@ class NeuronEngine(Engine):
         self._steps = 0
         self._width = 0
 
-    def _make(self, kwargs: dict[str, Any]) -> tuple[Any, float | None, ArtifactKey | None, Path | None, list[str]]:
-        """A ready model for these kwargs: CPU mode builds it in memory, a device compiles once into
-        the cache and loads. Returns the model, compile seconds (None: nothing compiled), the
-        artifact key and directory (None on CPU) and NxDI's log lines."""
+    def _make(self, kwargs: dict[str, Any], model_cls: type | None = None, key_options: Mapping[str, str] | None = None
+              ) -> tuple[Any, float | None, ArtifactKey | None, Path | None, list[str]]:
+        """A ready model for these kwargs (and ``model_cls``, NxDI's Llama by default): CPU mode builds
+        it in memory, a device compiles once into the cache and loads. ``key_options`` name what the
+        class changes, so its artifact is keyed apart. Returns the model, compile seconds (None:
+        nothing compiled), the artifact key and directory (None on CPU) and NxDI's log lines."""
         def make_model() -> Any:
-            return nxdi_model(self.checkpoint, kwargs)
+            return nxdi_model(self.checkpoint, kwargs, model_cls)
 
         env = variant_env(self.variants)
         if self.cpu:
@@ -255,7 +274,8 @@ class NeuronEngine(Engine):
 
         from harness.core.storage import atomic_write_json, build_once
 
-        key = neuron_artifact_key(self.fingerprint, self.shape, kwargs, self.versions, compile_env_key(self.variants))
+        key = neuron_artifact_key(self.fingerprint, self.shape, kwargs, self.versions, compile_env_key(self.variants),
+                                  key_options)
         cache = self.cache_root / key.digest
         compile_s = None
 
@@ -336,7 +356,13 @@ class NeuronEngine(Engine):
         self._steps += 1
         return out
 
+    def _generation_only(self, what: str) -> None:
+        if self.scoring_only:
+            raise BackendCannot(f"{what}: shape {self.shape.name!r} is a scoring shape, whose engine holds only the "
+                                "scoring build (logits of the 6-mer head, no decoding)")
+
     def prefill(self, batch: Batch) -> torch.Tensor:
+        self._generation_only("prefill")
         self._next = self._prefill(batch).tokens.reshape(self.shape.batch_size, -1)[:, -1].long()
         return self._next[: self._rows]
 
@@ -349,6 +375,7 @@ class NeuronEngine(Engine):
     def generate(self, batch: Batch, max_new_tokens: int, select: Selector | None = None) -> GenerationResult:
         """Through NxDI's HuggingFaceGenerationAdapter, as the reference runs; CTE/TKG latency from
         forward hooks on the two sub-models."""
+        self._generation_only("generate")
         if select is not None:
             raise BackendCannot("on-device greedy sampling returns tokens, not per-step logits to select from")
         self.check_batch(batch, max_new_tokens)
@@ -365,6 +392,7 @@ class NeuronEngine(Engine):
         """Teacher-forced logits ``[B * N, V]`` from the output-logits build: the prefill's last
         position, then decode steps fed the given tokens (NxD's re-feeding loop, without waiting
         for a divergence)."""
+        self._generation_only("continuation_logits")
         self.check_batch(batch, continuation.shape[1])
         model = self.logits_model()
         steps = [self._prefill(batch, model).logits[:, -1].float()]
@@ -376,8 +404,25 @@ class NeuronEngine(Engine):
         return logits.reshape(-1, logits.shape[-1])
 
     def logits(self, batch: Batch) -> torch.Tensor:
-        raise BackendCannot("the compiled model returns logits per generated position only: "
-                                  "use continuation_logits()")
+        raise BackendCannot("the neuron builds return the full vocabulary at generated positions only: scoring "
+                            "reads kmer_logits() (the scoring build's 6-mer head), accuracy continuation_logits()")
+
+    def kmer_logits(self, batch: Batch) -> torch.Tensor:
+        """The scoring build's 6-mer logits ``[B, T, 4096]`` at every position: one context encoding
+        of the rows padded to the compiled batch (CTE time in ``self.cte``)."""
+        if not self.scoring_only:
+            raise BackendCannot(f"shape {self.shape.name!r} holds the generation build: 6-mer logits at every "
+                                f"position need a scoring shape ({', '.join(sorted(SCORING_SHAPES))})")
+        self.check_batch(batch)
+        self.reset()
+        full = pad_rows(batch, self.shape.batch_size)
+        mask = full.attention_mask
+        positions = mask.long().cumsum(-1) - 1
+        positions.masked_fill_(mask == 0, 1)
+        with torch.inference_mode():
+            out = self._forward(full.input_ids, mask, positions)
+        self.reset()
+        return out.logits[: batch.size, : full.input_ids.shape[1]].float()
 
     def close(self) -> None:
         self.reset()
