@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.core.hardware import HardwareProfile
 from harness.core.spec import SCORING_SHAPES, ModelSpec, RunShape
+from harness.core.vocab import NUM_KMERS
 
 REPLICATE = "replicate-to-tp-degree"
 CONVERT_TO_MHA = "convert-to-mha"
@@ -137,8 +138,8 @@ class Plan:
     cte_floor_ms: float | None
     tkg_floor_ms: float | None
     # Scoring shapes and long context (harness.workloads.scoring): the model's max positions (with any rope
-    # scaling asked for), whether the shape's positions fit them, and the logits a prefill-only
-    # scoring pass writes at every position (vocabulary-sharded over the ranks; 0 for generation).
+    # scaling asked for), whether the shape's positions fit them, and the logits the scoring build
+    # writes at every position (its 6-mer head in fp32, gathered onto every rank; 0 for generation).
     max_position_embeddings: int = 0
     context_tokens: int = 0
     context_fits: bool = True
@@ -177,7 +178,9 @@ def make_plan(spec: ModelSpec, shape: RunShape, hardware: HardwareProfile, tp_de
     kv_unsharded = kv_cache_bytes(spec, shape.batch_size, shape.seq_len, spec.num_key_value_heads, dtype) / tp
     hbm = hardware.per_core(hardware.memory_bytes)
     scoring = shape.name in SCORING_SHAPES
-    logits_per_rank = (shape.batch_size * shape.max_context_length * spec.vocab_size * nbytes / tp) if scoring else 0.0
+    # The scoring build (backends/neuron/scoring.py): an lm head of the NUM_KMERS 6-mer rows at every
+    # position, fp32 (NxDI casts logits to float), all-gathered (no on-device sampling) onto every rank.
+    logits_per_rank = float(shape.batch_size * shape.max_context_length * NUM_KMERS * 4) if scoring else 0.0
     fits = None if hbm is None else (weight_per_rank + kv_per_rank + logits_per_rank) <= hbm
     # The same decode-step bytes as the measured tkg_roofline_fraction (figures.roofline), plus padding.
     context = shape.max_context_length + shape.max_new_tokens / 2
@@ -188,8 +191,8 @@ def make_plan(spec: ModelSpec, shape: RunShape, hardware: HardwareProfile, tp_de
     cte_floor = None
     if peak:
         flops = shape.batch_size * forward_flops(spec, shape.max_context_length, shape.max_context_length)
-        if scoring:  # the lm head runs at every position, not just the last
-            flops += shape.batch_size * (shape.max_context_length - 1) * 2 * spec.hidden_size * spec.vocab_size
+        if scoring:  # the 6-mer head at every position instead of the full head at the last
+            flops += shape.batch_size * 2 * spec.hidden_size * (shape.max_context_length * NUM_KMERS - spec.vocab_size)
         cte_floor = flops / (peak * 1e12) * 1000.0
     return Plan(spec.name, shape.name, hardware.name, tp, dtype, sharding, weight_per_rank, kv_per_rank, kv_unsharded, hbm,
                 fits, cte_floor, tkg_floor, spec.max_position_embeddings, shape.seq_len,

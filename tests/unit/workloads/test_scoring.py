@@ -180,7 +180,7 @@ def test_long_context_plan_on_trn2(model, shape):
     plan = make_plan(spec, s, get_profile("trn2.3xlarge"))
     assert plan.context_fits == (s.seq_len <= spec.max_position_embeddings)
     assert plan.fits  # every Carbon size fits a trn2.3xlarge's HBM at these shapes
-    assert plan.logits_bytes_per_rank == s.batch_size * s.seq_len * 155776 * 2 / 4
+    assert plan.logits_bytes_per_rank == s.batch_size * s.seq_len * 4096 * 4  # the 6-mer head, fp32, on every rank
     assert plan.cte_floor_ms > 0
     if not plan.context_fits:
         with pytest.raises(PlanError, match=f"{model} / {shape}: {s.seq_len} positions exceed .*--rope-scaling yarn:"):
@@ -191,12 +191,16 @@ def test_long_context_plan_on_trn2(model, shape):
 
 
 def test_device_that_cannot_hold_the_scan_is_refused():
-    """8B at tp=1 holds all its weights and a 32k scan's logits on one 24 GiB rank: refused before compiling."""
-    plan = make_plan(MODELS["carbon-8b"], SHAPES["scan-32k"], get_profile("trn2.3xlarge"), tp_degree=1)
+    """8B at tp=1 holds all its weights, a 64k scan's KV cache and its 6-mer logits on one 24 GiB rank:
+    refused before compiling. The 32k scan fits there (0.50 GiB of logits: the scoring build returns
+    the 6-mer head only; the full vocabulary's would be 19 GiB)."""
+    yarn = MODELS["carbon-8b"].with_rope_scaling(parse_rope_scaling("yarn:2", MODELS["carbon-8b"]))  # 64k positions
+    plan = make_plan(yarn, SHAPES["scan-64k"], get_profile("trn2.3xlarge"), tp_degree=1)
     assert plan.fits is False
     with pytest.raises(PlanError, match=r"carbon-8b at tp=1 on trn2.3xlarge does not fit: weights 15.38 GiB \+ KV "
-                                         r"4.00 GiB \+ scoring logits 9.51 GiB per rank > 24.00 GiB HBM per rank"):
+                                         r"8.00 GiB \+ scoring logits 1.00 GiB per rank > 24.00 GiB HBM per rank"):
         check_plan(plan)
+    assert make_plan(MODELS["carbon-8b"], SHAPES["scan-32k"], get_profile("trn2.3xlarge"), tp_degree=1).fits
 
 
 def test_plan_cli_covers_the_long_shapes(capsys):
