@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -43,6 +44,19 @@ class ModelSpec:
         if scaling is None:
             return self
         return replace(self, rope_scaling=scaling, max_position_embeddings=scaling.max_position_embeddings)
+
+    def at_checkpoint_positions(self, config: Mapping[str, Any]) -> "ModelSpec":
+        """This architecture with a checkpoint's own max positions and YaRN scaling (its config.json):
+        a context-extended checkpoint (``carbon-harness checkpoint --rope-scaling``) holds more
+        positions than the published config, and a plan must count the ones the checkpoint has."""
+        positions = config.get("max_position_embeddings")
+        scaling = config.get("rope_scaling")
+        rope = None
+        if isinstance(scaling, Mapping) and (scaling.get("rope_type") or scaling.get("type")) == "yarn":
+            rope = RopeScaling(float(scaling["factor"]),
+                               int(scaling.get("original_max_position_embeddings") or self.max_position_embeddings))
+        return replace(self, rope_scaling=rope, max_position_embeddings=positions if isinstance(positions, int)
+                       and positions > 0 else self.max_position_embeddings)
 
     def hf_config(self) -> dict[str, Any]:
         """The published config.json fields (bos 1 / eos 2 are the Llama defaults it ships)."""

@@ -134,6 +134,15 @@ def smoke_generate(adapter: Any, batch_size: int) -> None:
     generated_tokens(out, 2, batch_size, 2)
 
 
+def checkpoint_config(checkpoint: Path) -> dict[str, Any]:
+    """The checkpoint's config.json (NxDI reads it again to build the model; a bad one fails there)."""
+    try:
+        config = json.loads((Path(checkpoint) / "config.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BackendError(f"cannot read {Path(checkpoint) / 'config.json'}: {exc}") from None
+    return config if isinstance(config, dict) else {}
+
+
 def nxdi_model(checkpoint: Path, kwargs: Mapping[str, Any], model_cls: type | None = None) -> Any:
     """NxDI's Llama (or ``model_cls``, a subclass of it) for a checkpoint, configured as the reference
     runs (not yet compiled or moved)."""
@@ -190,6 +199,8 @@ class NeuronEngine(Engine):
         if unsupported:
             raise BackendError(f"NxDI's CPU mode cannot run variants {unsupported}: measure them on a Trainium2 device")
         spec = MODELS.get(model_name)  # a checkpoint of unknown architecture is compiled without a plan
+        if spec is not None:  # at the checkpoint's own positions (a YaRN-extended checkpoint holds more)
+            spec = spec.at_checkpoint_positions(checkpoint_config(checkpoint))
         self.scoring_only = shape.name in SCORING_SHAPES
         if self.scoring_only:
             self.kwargs = scoring_neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu)
