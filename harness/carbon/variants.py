@@ -51,9 +51,21 @@ class Window:
 
     @property
     def scored_bp(self) -> int:
-        """Bases the model scores: whole 6-mers only (a trailing partial 6-mer would be A-padded by
-        the tokenizer, so its likelihoods are not of the window's bases)."""
-        return len(self.sequence) // K * K
+        """Bases the model scores: all of them. The bases of a trailing partial 6-mer are scored from
+        the marginals predicted for that 6-mer (from the 6-mers before it, so the tokenizer's A padding
+        plays no part), as the published FNS token mask counts them (r real bases of a padded 6-mer);
+        the padding itself is never scored."""
+        return len(self.sequence)
+
+    @property
+    def whole_kmers(self) -> int:
+        """6-mers fed to the model after ``<dna>``: the trailing partial one is predicted, never fed."""
+        return len(self.sequence) // K
+
+    @property
+    def predicted_kmers(self) -> int:
+        """6-mers whose marginals are read: the whole ones and a trailing partial one."""
+        return -(-len(self.sequence) // K)
 
     def offset(self, pos: int) -> int:
         return pos - self.start
@@ -168,8 +180,7 @@ def check_variant(window: Window, v: Variant) -> None:
         raise VariantError(f"{v.label}: chromosome {v.chrom!r} is not the window's {window.chrom!r}")
     last = window.start + window.scored_bp - 1
     if not window.start <= v.pos <= last:
-        partial = " (the trailing partial 6-mer is not scored)" if window.start <= v.pos <= window.end else ""
-        raise VariantError(f"{v.label}: outside the scored window {window.chrom}:{window.start}-{last}{partial}")
+        raise VariantError(f"{v.label}: outside the scored window {window.chrom}:{window.start}-{last}")
     base = window.sequence[window.offset(v.pos)]
     if base != v.ref:
         raise VariantError(f"{v.label}: ref allele {v.ref!r} does not match the window's base {base!r} at "

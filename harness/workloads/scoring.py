@@ -98,8 +98,9 @@ class VariantScoring:
 # ---------------------------------------------------------------------------------------------
 
 def window_ids(tokenizer: CarbonTokenizer, window: Window) -> list[int]:
-    """``<dna>`` + the window's whole 6-mers (the trailing partial 6-mer is not scored)."""
-    return tokenizer.encode(DNA_BEGIN + window.sequence[: window.scored_bp])
+    """``<dna>`` + the window's whole 6-mers: a trailing partial 6-mer is scored from the logits at the
+    last of them, which predict it, so it is never fed (nor its A padding)."""
+    return tokenizer.encode(DNA_BEGIN + window.sequence[: window.whole_kmers * K])
 
 
 def base_indices(sequence: str) -> np.ndarray:
@@ -110,6 +111,8 @@ def variant_ids(ref_ids: Sequence[int], window: Window, variant: Variant) -> lis
     """The reference ids with the 6-mer holding the variant swapped for its alt 6-mer."""
     offset = window.offset(variant.pos)
     kmer = offset // K
+    if kmer >= window.whole_kmers:  # in the trailing partial 6-mer: predicted, not fed, so no id changes
+        return list(ref_ids)
     bases = base_indices(window.sequence[kmer * K: kmer * K + K])
     bases[offset % K] = _BASE_INDEX[variant.alt]
     ids = list(ref_ids)
@@ -176,8 +179,12 @@ def checkpoint_max_positions(checkpoint: str | Path) -> int | None:
 def score_rows(engine: Engine, rows: Sequence[Sequence[int]], kmers: int, batch_size: int) -> RowScores:
     """Log marginals of every row, ``batch_size`` rows per engine call. Each call is padded to
     ``batch_size`` rows with copies of the first (one compiled shape); only the real rows are kept.
-    Rows must all have ``1 + kmers`` ids (windows of one length: SNVs keep the length)."""
-    check_rows_fit(engine, 1 + kmers, batch_size)
+    Rows must all have one length (windows of one length: SNVs keep the length), of at least ``kmers``
+    ids: the logits at position i predict 6-mer i."""
+    width = len(rows[0])
+    if kmers > width or any(len(r) != width for r in rows):
+        raise ScoringError(f"rows of {sorted({len(r) for r in rows})} ids cannot predict {kmers} 6-mers")
+    check_rows_fit(engine, width, batch_size)
     out = RowScores([])
     for chunk in batches(len(rows), batch_size):
         real = [list(rows[i]) for i in chunk]
@@ -198,16 +205,14 @@ def score_variants(engine: Engine, tokenizer: CarbonTokenizer, window: Window, v
     checked = check_variants(window, variants)
     size = engine.shape.batch_size if batch_size is None else batch_size
     ref_ids = window_ids(tokenizer, window)
-    kmers = window.scored_bp // K
     rows = [ref_ids] + [variant_ids(ref_ids, window, v) for v in checked]
-    scored = score_rows(engine, rows, kmers, size)
+    scored = score_rows(engine, rows, window.predicted_kmers, size)
     ref_marg = scored.log_marginals[0]
-    ref_seq = window.sequence[: window.scored_bp]
-    ref_ll = sequence_log_likelihood(ref_marg, ref_seq)
+    ref_ll = sequence_log_likelihood(ref_marg, window.sequence)
     scores = []
     for v, alt_marg in zip(checked, scored.log_marginals[1:]):
         o = window.offset(v.pos)
-        alt_ll = sequence_log_likelihood(alt_marg, mutate(window, v)[: window.scored_bp])
+        alt_ll = sequence_log_likelihood(alt_marg, mutate(window, v))
         scores.append(VariantScore(v, float(ref_marg[o, _BASE_INDEX[v.ref]]), float(ref_marg[o, _BASE_INDEX[v.alt]]),
                                    ref_ll, alt_ll))
     return VariantScoring(scores, scored.batch_ms, size, window.scored_bp, len(rows))
@@ -229,12 +234,11 @@ class ScanResult:
 def scan_window(engine: Engine, tokenizer: CarbonTokenizer, window: Window) -> ScanResult:
     """One pass over a long window: the log-likelihood of each of its bases."""
     check_bases(window.sequence, f"window {window.chrom}:{window.start}")
-    kmers = window.scored_bp // K
-    if kmers < 1:
+    if window.whole_kmers < 1:
         raise ScoringError(f"window {window.chrom}:{window.start} has {len(window)} bp: fewer than one 6-mer")
-    scored = score_rows(engine, [window_ids(tokenizer, window)], kmers, 1)
+    scored = score_rows(engine, [window_ids(tokenizer, window)], window.predicted_kmers, 1)
     marg = scored.log_marginals[0]
-    idx = base_indices(window.sequence[: window.scored_bp])
+    idx = base_indices(window.sequence)
     return ScanResult(window, marg[np.arange(len(idx)), idx], scored.batch_ms[0])
 
 
@@ -262,16 +266,25 @@ class SequenceScore:
     """Per-base probabilities of an observed sequence under the model (the model card's bp-level score)."""
 
     sequence: str
-    base_probs: np.ndarray  # [bp] probability of each observed base (full 6-mers only)
+    base_probs: np.ndarray  # [bp] probability of each observed base, a trailing partial 6-mer's included
 
     @property
     def mean_log_likelihood(self) -> float:
         return float(np.log(self.base_probs).mean()) if self.base_probs.size else math.nan
 
 
+def scored_bases(tokenizer: CarbonTokenizer, sequence: str) -> list[int]:
+    """How many real bases each 6-mer of ``<dna>`` + ``sequence`` carries, from the published FNS token
+    mask: 6 for a whole 6-mer, r for a trailing block of r bases the tokenizer pads with A. The padding
+    is never scored."""
+    _, mask = tokenizer.encode(DNA_BEGIN + sequence, return_token_mask=True)
+    return list(mask[1:])
+
+
 def score_sequences(engine: Any, tokenizer: CarbonTokenizer, sequences: Sequence[str]) -> list[SequenceScore]:
     """Score a batch of DNA sequences: the logits at ``<dna>`` + kmers[:i] predict 6-mer i, whose
-    six marginals give the probability of each observed base. A trailing partial 6-mer is not scored."""
+    marginals give the probability of each of its real bases (``scored_bases``): every base of the
+    sequence is scored, a trailing partial 6-mer's included."""
     cleaned = [s.strip().upper() for s in sequences]
     for s in cleaned:
         bad = set(s) - set("ACGT")
@@ -281,11 +294,16 @@ def score_sequences(engine: Any, tokenizer: CarbonTokenizer, sequences: Sequence
     logits = engine.kmer_logits(batch)
     out = []
     for row, seq in enumerate(cleaned):
-        n = len(seq) // K
-        marg = kmer_marginals(logits[row, :n]).numpy()  # position i predicts kmer i (after <dna>)
-        observed = np.array([OUTPUT_BASES.index(b) for b in seq[: n * K]], dtype=np.int64).reshape(n, K)
-        probs = np.take_along_axis(marg, observed[..., None], axis=-1)[..., 0].reshape(-1)
-        out.append(SequenceScore(seq[: n * K], probs))
+        counts = scored_bases(tokenizer, seq)
+        if sum(counts) != len(seq):
+            raise ScoringError(f"the token mask covers {sum(counts)} of the sequence's {len(seq)} bases")
+        marg = kmer_marginals(logits[row, :len(counts)]).numpy()  # position i predicts 6-mer i (after <dna>)
+        observed = base_indices(seq)
+        probs, at = [], 0
+        for i, n in enumerate(counts):
+            probs.append(marg[i, np.arange(n), observed[at:at + n]])
+            at += n
+        out.append(SequenceScore(seq, np.concatenate(probs) if probs else np.zeros(0)))
     return out
 
 

@@ -67,13 +67,16 @@ def test_variant_scores_match_hf(neuron, hf, carbon_tokenizer, scoring_window, s
         assert (g.window_ll_ref, g.window_ll_alt) == pytest.approx((w.window_ll_ref, w.window_ll_alt), rel=SCORE_RTOL)
 
 
-def test_scan_matches_hf_base_by_base(neuron, hf, carbon_tokenizer, scoring_window):
-    got, want = scan_window(neuron, carbon_tokenizer, scoring_window), scan_window(hf, carbon_tokenizer, scoring_window)
+@pytest.mark.parametrize("trim", [0, 3], ids=["whole-6mers", "trailing-partial-6mer"])
+def test_scan_matches_hf_base_by_base(neuron, hf, carbon_tokenizer, scoring_window, trim):
+    window = replace(scoring_window, sequence=scoring_window.sequence[: len(scoring_window.sequence) - trim])
+    got, want = scan_window(neuron, carbon_tokenizer, window), scan_window(hf, carbon_tokenizer, window)
+    assert got.log_probs.shape == (len(window.sequence),)  # every base, a trailing partial 6-mer's included
     np.testing.assert_allclose(got.log_probs, want.log_probs, rtol=SCORE_RTOL, atol=1e-6)
 
 
 def test_sequence_scores_match_hf(neuron, hf, carbon_tokenizer):
-    seqs = [c.sequence[: 120 + 6 * i] for i, c in enumerate(prompt_suite(180)[:3])]
+    seqs = [c.sequence[: 120 + 7 * i] for i, c in enumerate(prompt_suite(180)[:3])]  # 0, 1 and 2 bases past a 6-mer
     for g, w in zip(score_sequences(neuron, carbon_tokenizer, seqs), score_sequences(hf, carbon_tokenizer, seqs)):
         assert g.sequence == w.sequence
         np.testing.assert_allclose(g.base_probs, w.base_probs, rtol=SCORE_RTOL)

@@ -84,3 +84,22 @@ def test_too_long_context_fails_before_building(carbon_tiny_checkpoint):
     with pytest.raises(ScoringError, match=r"shape 'scan-32k' needs 32768 positions .*max_position_embeddings=8192.*"
                                            r"--rope-scaling yarn"):
         check_shape_fits_checkpoint(carbon_tiny_checkpoint, get_shape("scan-32k"))
+
+
+def test_a_variant_in_the_trailing_partial_6mer_changes_only_its_own_base(engine, carbon_tokenizer, scoring_window):
+    """The trailing partial 6-mer is predicted, never fed: an SNV there leaves every other base's
+    likelihood as it was, so its window score is its site score, and the scan scores that base too."""
+    from dataclasses import replace
+
+    from harness.carbon.variants import Variant
+
+    window = replace(scoring_window, sequence=scoring_window.sequence[: len(scoring_window.sequence) - 3])
+    assert len(window.sequence) % 6 == 3
+    pos = window.end  # the partial 6-mer's last real base
+    ref = window.sequence[-1]
+    alt = next(b for b in "ACGT" if b != ref)
+    (score,) = score_variants(engine, carbon_tokenizer, window, [Variant(window.chrom, pos, ref, alt, "tail")]).scores
+    assert score.window_score == pytest.approx(score.site_score, rel=1e-6, abs=1e-9)
+    scan = scan_window(engine, carbon_tokenizer, window)
+    assert scan.log_probs[-1] == pytest.approx(score.ref_log_prob, rel=1e-6)
+    assert scan.log_likelihood == pytest.approx(score.window_ll_ref, rel=1e-6)

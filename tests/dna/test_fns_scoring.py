@@ -6,8 +6,10 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from harness.carbon.dna import prompt_suite
+from harness.carbon.fns import KMER_START, KMERS
 from harness.core.spec import RunShape
 from harness.workloads.scoring import score_sequence, score_sequences
 
@@ -33,9 +35,20 @@ def test_batched_scores_equal_single_scores(engine, carbon_tokenizer):
         np.testing.assert_allclose(b.base_probs, score_sequence(engine, carbon_tokenizer, seq).base_probs, rtol=1e-4)
 
 
-def test_trailing_partial_kmer_is_not_scored(engine, carbon_tokenizer):
+def test_a_trailing_partial_kmers_real_bases_are_scored_and_its_padding_is_not(engine, carbon_tokenizer):
+    """The published FNS token mask's rule: a trailing block of r bases (padded with A by the tokenizer)
+    is scored on its r real bases, from the marginals predicted for it by the 6-mers before it; checked
+    by brute force over the 4,096 6-mer strings on transformers' own logits."""
     s = score_sequence(engine, carbon_tokenizer, "acgtacGGTTAAcg")
-    assert s.sequence == "ACGTACGGTTAA" and s.base_probs.shape == (12,)
+    assert s.sequence == "ACGTACGGTTAACG" and s.base_probs.shape == (14,)
+    whole = score_sequence(engine, carbon_tokenizer, "ACGTACGGTTAA")
+    np.testing.assert_allclose(s.base_probs[:12], whole.base_probs, rtol=1e-5)  # causal: the tail changes nothing
+    logits = engine.model(input_ids=torch.tensor([carbon_tokenizer.encode("<dna>ACGTACGGTTAA")])).logits[0, -1]
+    probs = torch.softmax(logits[KMER_START:KMER_START + 4096].double(), -1).tolist()
+    expected = [sum(p for kmer, p in zip(KMERS, probs) if kmer[j] == base) for j, base in enumerate("CG")]
+    np.testing.assert_allclose(s.base_probs[12:], expected, rtol=1e-5)
+    longer = score_sequence(engine, carbon_tokenizer, "ACGTACGGTTAACGT")  # a third real base, one pad fewer
+    np.testing.assert_allclose(longer.base_probs[:14], s.base_probs, rtol=1e-5)
 
 
 def test_non_acgt_is_rejected(engine, carbon_tokenizer):

@@ -36,14 +36,15 @@ from harness.workloads.scoring import ScoringError, batches, log_marginals, scor
 
 pytestmark = pytest.mark.unit
 
-WINDOW = Window("chr1", 101, "ACGTAC" * 3 + "GG")  # 20 bp: 18 scored, 2 in the trailing partial 6-mer
+WINDOW = Window("chr1", 101, "ACGTAC" * 3 + "GG")  # 20 bp, all scored: 3 whole 6-mers and a trailing partial one
 
 
 # -- parsing ------------------------------------------------------------------------------------
 
 def test_fasta_header_gives_chrom_and_start():
     w = parse_fasta(">chr1:101-120 a comment\nacgtac\nACGTACACGTAC\nGG\n")
-    assert (w.chrom, w.start, w.end, w.sequence, w.scored_bp) == ("chr1", 101, 120, WINDOW.sequence, 18)
+    assert (w.chrom, w.start, w.end, w.sequence, w.scored_bp) == ("chr1", 101, 120, WINDOW.sequence, 20)
+    assert (w.whole_kmers, w.predicted_kmers) == (3, 4)
     assert parse_fasta(">myseq\nACGT\n") == Window("myseq", 1, "ACGT")
 
 
@@ -77,8 +78,7 @@ def test_bad_variant_rows_are_named(text, message):
 
 @pytest.mark.parametrize("variant,message", [
     (Variant("chr1", 100, "A", "C", "before"),
-     r"variant 'before' chr1:100 A>C: outside the scored window chr1:101-118"),
-    (Variant("chr1", 119, "G", "A", "partial"), "outside the scored window chr1:101-118 .*trailing partial 6-mer"),
+     r"variant 'before' chr1:100 A>C: outside the scored window chr1:101-120"),
     (Variant("chr1", 121, "A", "C", "after"), "'after'.*outside the scored window"),
     (Variant("chr1", 101, "A", "N", "nalt", 7),
      r"variant 'nalt' chr1:101 A>N \(line 7\): alt allele 'N' is not one of"),
@@ -101,11 +101,11 @@ def test_no_variants_is_an_error():
 
 def test_saturation_has_three_alts_per_position():
     vs = saturation_variants(WINDOW)
-    assert len(vs) == 3 * 18 and len({v.id for v in vs}) == len(vs)
+    assert len(vs) == 3 * 20 and len({v.id for v in vs}) == len(vs)  # the trailing partial 6-mer's 2 bases too
     assert all(v.ref == WINDOW.sequence[v.pos - 101] != v.alt for v in vs)
     check_variants(WINDOW, vs)
-    with pytest.raises(VariantError, match="saturation position chr1:119 is outside the scored window chr1:101-118"):
-        saturation_variants(WINDOW, 118, 119)
+    with pytest.raises(VariantError, match="saturation position chr1:121 is outside the scored window chr1:101-120"):
+        saturation_variants(WINDOW, 120, 121)
 
 
 def test_shipped_fixture_is_regenerated_byte_for_byte(tmp_path):
