@@ -155,6 +155,18 @@ def nxdi_model(checkpoint: Path, kwargs: Mapping[str, Any], model_cls: type | No
     return (model_cls or NeuronLlamaForCausalLM)(str(checkpoint), config)
 
 
+def check_cpu_mode_logits_build(model: Any) -> None:
+    """NxDI's CPU mode copies the KV cache back after each call (``_copy_past_key_values``), skipping
+    any captured tensors by ``_get_captured_tensors_offset()``. NxDI 0.8.0 and the first 2.29
+    publication (c63afe0) call it there without defining it on ``NeuronBaseForCausalLM``, so every
+    model without on-device sampling (the scoring build) fails on its first call: said here, at load."""
+    if not hasattr(model, "_get_captured_tensors_offset"):
+        raise BackendError("this NxDI build cannot run a model without on-device sampling in CPU mode: its "
+                           "_copy_past_key_values calls _get_captured_tensors_offset, which NeuronBaseForCausalLM does "
+                           "not define (as in NxDI 0.8.0 and the first 2.29 publication); the scoring build needs "
+                           "a later NxDI, or a Trainium2 device")
+
+
 MIN_PROMPT_TOKENS = 2
 
 
@@ -227,6 +239,8 @@ class NeuronEngine(Engine):
         else:
             made = self._make(self.kwargs)
         self.model, compile_s, key, artifact_dir, lines = made
+        if self.scoring_only and cpu:
+            check_cpu_mode_logits_build(self.model)
         load_s = time.perf_counter() - start - (compile_s or 0.0)
         records = load_sharding_log(artifact_dir / SHARDING_FILE) if artifact_dir is not None else None
         self.sharding_log = records if records is not None else parse_sharding_log(lines)
