@@ -230,10 +230,10 @@ def scoring_neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape, 
     ``options`` go to ``neuron_config_kwargs`` as they are (e.g. its CPU-mode switch, whose
     ``max_context_length == seq_len`` requirement this artifact already meets).
 
-    Caveat (NxDI 0.9, models/model_base.py ``NeuronBaseModel.forward``): with right padding the
-    context-encoding model gathers the hidden state of the last real position before the lm head,
-    so this artifact yields one row of logits per sequence; per-position scoring on neuron takes
-    one CTE per prefix or a model change, which is why ``NeuronEngine.logits`` is not provided.
+    With NxDI's stock Llama (models/model_base.py ``NeuronBaseModel.forward``) the context encoding
+    gathers the hidden state of the last real position before the lm head, so these kwargs alone yield
+    one row of logits per sequence; the scoring build (``harness.backends.neuron.scoring``) is built
+    with them and keeps every position.
     """
     spec = get_model(model) if isinstance(model, str) else model
     shape = get_shape(shape) if isinstance(shape, str) else shape
