@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector
+from harness.carbon.fns import KMER_START, KMERS
 from harness.core.errors import BackendError
 from harness.core.measure import Timer
 from harness.core.spec import RunShape
@@ -222,6 +223,18 @@ class HFEngine(Engine):
         out = self.model(input_ids=batch.input_ids.to(self.device), attention_mask=batch.attention_mask.to(self.device),
                          use_cache=False)
         return out.logits.float().cpu()
+
+    @torch.inference_mode()
+    def kmer_logits(self, batch: Batch) -> torch.Tensor:
+        """The 6-mer head alone at every position: the decoder's final hidden states times the lm
+        head's 4,096 6-mer rows, in the model's dtype as its lm head computes them. On a small model
+        the full 155,776-row head is most of a scoring pass (carbon-tiny: its hidden size is 64)."""
+        self.check_batch(batch)
+        hidden = self.model.get_decoder()(input_ids=batch.input_ids.to(self.device),
+                                          attention_mask=batch.attention_mask.to(self.device),
+                                          use_cache=False).last_hidden_state
+        rows = self.model.get_output_embeddings().weight[KMER_START:KMER_START + len(KMERS)]
+        return torch.nn.functional.linear(hidden, rows).float().cpu()
 
     def close(self) -> None:
         self.reset()

@@ -9,6 +9,7 @@ import torch
 from harness.backends.base import Batch
 from harness.backends.hf import HFEngine
 from harness.carbon.dna import prompt_suite
+from harness.carbon.fns import kmer_block
 from harness.core.spec import SHAPES, RunShape, SpecError
 
 pytestmark = pytest.mark.compat
@@ -67,6 +68,18 @@ def test_prefill_and_decode_agree_with_full_forward(engine, carbon_tokenizer, pr
 def test_logits_shape_and_dtype(engine, carbon_tokenizer, prompts):
     logits = engine.logits(Batch.from_prompts(carbon_tokenizer, prompts[:2]))
     assert logits.dtype == torch.float32 and logits.shape[0] == 2 and logits.shape[2] == 155776
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_6mer_head_is_the_full_heads_6mer_columns(tiny_hf_engine, carbon_tokenizer, prompts, dtype):
+    """kmer_logits skips the rest of the lm head: the same matmul on the same rows (the same bits on this CPU
+    path; a GPU may tile a narrower matmul differently)."""
+    engine = tiny_hf_engine(SHAPE, dtype)
+    batch = Batch.from_prompts(carbon_tokenizer, prompts)
+    got, want = engine.kmer_logits(batch), kmer_block(engine.logits(batch))
+    real = batch.attention_mask.bool()
+    assert got.shape == want.shape and got.dtype == torch.float32
+    assert torch.equal(got[real], want[real])
 
 
 def test_prompt_longer_than_the_context_is_refused(engine, carbon_tokenizer):
