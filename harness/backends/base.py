@@ -130,8 +130,9 @@ class Engine(abc.ABC):
 
     def kmer_logits(self, batch: Batch) -> torch.Tensor:
         """The 4,096 6-mer logits ``[B, T, 4096]`` at every position of the prompts (float32, on the
-        CPU): all that scoring reads (FNS marginals). This default slices ``logits``; a backend that
-        can return only the 6-mer head (the neuron scoring build) overrides it and moves 38x less."""
+        CPU), up to one constant per position (a server returns log-probabilities): all that scoring
+        reads (FNS marginals, a softmax over them). This default slices ``logits``; a backend that can
+        return only the 6-mer head (the neuron scoring build, a server's DNA-block view) overrides it."""
         return kmer_block(self.logits(batch))
 
     def continuation_logits(self, batch: Batch, continuation: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """The engine adapter over an OpenAI-compatible server: a static batch sent as concurrent streamed
 requests through the torch-free client (``harness.serving.client``), read back as a
-``GenerationResult`` with the server's own timings per request."""
+``GenerationResult`` with the server's own timings per request; and, on a scoring shape, the 6-mer
+log-probabilities at every position through the server's prompt logprobs (``harness.serving.scoring``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import torch
 
 from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector
 from harness.core.errors import BackendCannot
-from harness.core.spec import RunShape
+from harness.core.spec import SCORING_SHAPES, RunShape
+from harness.core.vocab import NUM_KMERS
 from harness.serving.client import (
     Endpoint,
     RequestResult,
@@ -23,22 +25,39 @@ from harness.serving.client import (
     stream_completion,
 )
 from harness.serving.metrics import failure_summary
+from harness.serving.scoring import ScoringEndpoint, kmer_logprobs
 
 
 class OpenAIEngine(Engine):
     """A served model measured through its API: ``generate`` sends a batch's rows as concurrent
     streamed requests. A server exposes no separate CTE / TKG step and no full-vocabulary logits,
     so ``prefill`` and ``decode_step`` / ``logits`` are not available; the serving benchmarks
-    (tests/serving) measure TTFT / ITL instead."""
+    (tests/serving) measure TTFT / ITL instead.
 
-    def __init__(self, endpoint: Endpoint, shape: RunShape, model_name: str, checkpoint: str = "") -> None:
+    On a scoring shape (``SCORING_SHAPES``) the engine scores on ``scoring`` (the session's server of the
+    checkpoint's DNA-block view, or the given endpoint's full vocabulary) and generates nothing, like the
+    neuron scoring build."""
+
+    def __init__(self, endpoint: Endpoint | ScoringEndpoint, shape: RunShape, model_name: str,
+                 checkpoint: str = "") -> None:
         _aiohttp()
         start = time.perf_counter()
-        self.endpoint = run_async(resolve_endpoint(endpoint))
+        self.scoring_only = shape.name in SCORING_SHAPES
+        scoring = endpoint if isinstance(endpoint, ScoringEndpoint) else ScoringEndpoint(endpoint)
+        self.scoring = ScoringEndpoint(run_async(resolve_endpoint(scoring.endpoint)), scoring.id_offset,
+                                       scoring.top_k, scoring.view)
+        self.endpoint = self.scoring.endpoint
         self.shape = shape
+        extra = {"served_model": self.endpoint.model}
+        if self.scoring_only:
+            extra.update(build="scoring", scoring=self.scoring.describe())
         self.info = EngineInfo("openai", model_name, checkpoint, shape.name, device=self.endpoint.url,
-                               dtype="server", load_s=time.perf_counter() - start,
-                               extra={"served_model": self.endpoint.model})
+                               dtype="server", load_s=time.perf_counter() - start, extra=extra)
+
+    def _refuse_generation(self) -> None:
+        if self.scoring_only:
+            raise BackendCannot(f"{self.shape.name!r} is a scoring shape: its server scores (kmer_logits) and "
+                                "generates nothing here")
 
     def requests(self, batch: Batch, max_new_tokens: int) -> list[RequestResult]:
         rows = [batch.input_ids[i, :n].tolist() for i, n in enumerate(batch.prompt_lengths.tolist())]
@@ -52,6 +71,7 @@ class OpenAIEngine(Engine):
         return run_async(go())
 
     def generate(self, batch: Batch, max_new_tokens: int, select: Selector | None = None) -> GenerationResult:
+        self._refuse_generation()
         if select is not None:
             raise BackendCannot("a server samples on its side: custom token selection (FNS) needs logits")
         self.check_batch(batch, max_new_tokens)
@@ -72,5 +92,23 @@ class OpenAIEngine(Engine):
         raise BackendCannot("a server exposes no separate decode step: ITL in tests/serving measures it")
 
     def logits(self, batch: Batch) -> torch.Tensor:
-        raise BackendCannot("a server returns top-k logprobs, not full-vocabulary logits "
-                                  "(fetch_prompt_logprobs gives the top-k)")
+        raise BackendCannot("a server returns top-k logprobs, not full-vocabulary logits: scoring reads "
+                            "kmer_logits (the 6-mer log-probabilities at every position)")
+
+    def kmer_logits(self, batch: Batch) -> torch.Tensor:
+        """The 6-mer log-probabilities ``[B, T, 4096]`` at every position of the prompts: the 6-mer logits
+        less one constant per position, which the FNS marginals never see, so every score equals the one
+        from the logits (``harness.serving.scoring``). The rows go as concurrent requests (one per row:
+        the batch is the concurrency); positions past a row's length are NaN, since nothing scored them."""
+        self.check_batch(batch)
+        lengths = batch.prompt_lengths.tolist()
+        rows = [batch.input_ids[i, :n].tolist() for i, n in enumerate(lengths)]
+
+        async def go() -> list:
+            async with client_session(self.endpoint) as http:
+                return list(await asyncio.gather(*(kmer_logprobs(http, self.scoring, r) for r in rows)))
+
+        out = torch.full((batch.size, batch.input_ids.shape[1], NUM_KMERS), float("nan"))
+        for i, block in enumerate(run_async(go())):
+            out[i, : lengths[i]] = torch.from_numpy(block).float()
+        return out

@@ -16,7 +16,7 @@ from harness.analysis.gates import NO_THRESHOLD, NOT_GATED_KEY, evaluate, ungate
 from harness.backends.base import Engine
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.metrics import METRICS
-from harness.core.spec import DEFAULT_MODEL, RunShape, get_shape
+from harness.core.spec import DEFAULT_MODEL, SCORING_SHAPES, RunShape, get_shape
 from harness.plugin.keys import SESSION_KEY, UNGATED_KEY
 from harness.plugin.recording import figure_rounds, short_reason, speed_gate_exemption
 from harness.session.config import ModelRef
@@ -57,11 +57,12 @@ def carbon_engine(carbon_session: Session, carbon_model: ModelRef, carbon_shape:
 
 @pytest.fixture
 def carbon_engine_for(carbon_session: Session, carbon_model: ModelRef) -> Callable[[str], Engine]:
-    """The session's engine for this test's model at a named shape (the suites have their own)."""
-
-    skip_static_batch(carbon_session)
+    """The session's engine for this test's model at a named shape (the suites have their own; a server
+    runs only the scoring shapes, which time no static-batch step)."""
 
     def get(shape: str) -> Engine:
+        if shape not in SCORING_SHAPES:
+            skip_static_batch(carbon_session)
         engine = carbon_session.engine(carbon_model, get_shape(shape))
         engine.reset()
         return engine

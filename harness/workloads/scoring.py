@@ -38,9 +38,6 @@ from harness.core.spec import RunShape, SpecError
 from harness.core.vocab import DNA_BEGIN, K
 
 _BASE_INDEX = {b: i for i, b in enumerate(OUTPUT_BASES)}
-# Backends whose engine returns 6-mer logits at every position (``Engine.kmer_logits``; on neuron the
-# scoring build); scoring elsewhere is skipped before an engine is built, so nothing is compiled for nothing.
-PER_POSITION_LOGITS_BACKENDS = ("hf", "neuron")
 
 
 class ScoringError(ValueError):

@@ -17,7 +17,6 @@ from harness.carbon.variants import saturation_variants, synthetic_window
 from harness.core.spec import get_shape
 from harness.plugin.recording import engine_context, round_ms, timed_results
 from harness.workloads.scoring import (
-    PER_POSITION_LOGITS_BACKENDS,
     check_shape_fits_checkpoint,
     scan_window,
     score_variants,
@@ -42,11 +41,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def scoring_engine(carbon_session, carbon_model, carbon_engine_for):
     """The engine of a scoring shape, after checking the shape fits the checkpoint's positions
-    (so a too-long context fails before anything is compiled)."""
-
-    if carbon_session.config.backend not in PER_POSITION_LOGITS_BACKENDS:
-        pytest.skip(f"scoring needs logits at every position, which the {carbon_session.config.backend} engine does "
-                    f"not return yet; run it with --carbon-backend {' or '.join(PER_POSITION_LOGITS_BACKENDS)}")
+    (so a too-long context fails before anything is compiled or served)."""
 
     def get(shape: str):
         check_shape_fits_checkpoint(carbon_session.checkpoint(carbon_model), get_shape(shape))

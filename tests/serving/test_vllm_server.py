@@ -15,12 +15,13 @@ import pytest
 import torch
 
 from harness.backends.base import Batch
-from harness.carbon.fns import base_marginals
+from harness.backends.openai import OpenAIEngine
 from harness.core.paths import FIXTURES_DIR
 from harness.core.sequences import describe_difference
-from harness.core.spec import RunShape
+from harness.core.spec import RunShape, get_shape
 from harness.serving.client import client_session, fetch_prompt_logprobs, run_async, stream_completion
-from harness.serving.metrics import failure_summary, fns_from_top_logprobs
+from harness.serving.metrics import failure_summary
+from harness.serving.scoring import IncompleteLogprobs, ScoringEndpoint
 
 pytestmark = pytest.mark.serving
 
@@ -58,10 +59,10 @@ def test_greedy_ids_equal_hf(carbon_endpoint, served_hf_engine, prompts):
         assert got == expected, f"prompt {prompt[:6]}...: server and hf differ; {describe_difference(got, expected)}"
 
 
-def test_fns_marginals_from_prompt_logprobs(carbon_endpoint, served_hf_engine, carbon_tokenizer, record_property):
-    """FNS per-base marginals from the server's top-k ``prompt_logprobs`` agree with ``harness.carbon.fns``
-    on transformers' logits: exactly on the 6-mers the top-k returns, and within the bound that the
-    mass the top-k leaves out puts on the full marginals (reported)."""
+def test_full_vocabulary_top_k_is_refused_not_approximated(carbon_endpoint, served_hf_engine, carbon_tokenizer):
+    """On the full vocabulary the top-4096 prompt logprobs of a random-weight model leave 6-mers out: what the
+    server returns equals transformers' log-probabilities, and the openai engine refuses to score from it
+    (``IncompleteLogprobs``) instead of renormalising what came back."""
     prompt = carbon_tokenizer.encode("<dna>" + "ACGTTGCAAGTC" * 5)
     rows = run_async(_logprobs(carbon_endpoint, prompt))
     assert rows[0] is None and len(rows) == len(prompt)
@@ -74,23 +75,10 @@ def test_fns_marginals_from_prompt_logprobs(carbon_endpoint, served_hf_engine, c
         assert prompt[i + 1] in row, "vLLM always returns the prompt token's own logprob"
         np.testing.assert_allclose(np.fromiter(row.values(), dtype=float), logprobs[i, ids], atol=2e-4,
                                    err_msg=f"position {i}: server logprobs differ from transformers'")
-    marginals, left_out, bound = fns_from_top_logprobs(rows)
-    # exact on what the top-k carries: harness.carbon.fns on transformers' logits restricted to the same 6-mers
-    masked = np.full_like(logprobs, -np.inf)
-    for i, row in enumerate(rows):
-        ids = np.fromiter(row, dtype=np.int64)
-        masked[i, ids] = logprobs[i, ids]
-    np.testing.assert_allclose(marginals, base_marginals(masked), atol=1e-4)
-    # the full marginals, within the left-out mass
-    full = base_marginals(logits).numpy()
-    error = np.abs(marginals - full).max(axis=(1, 2))
-    assert (error <= bound + 1e-6).all(), f"marginal error {error.max():.4f} exceeds the left-out-mass bound"
-    record_property("fns_top_k", TOP_K)
-    record_property("fns_left_out_mass_mean", float(left_out.mean()))
-    record_property("fns_marginal_bound_max", float(bound.max()))
-    record_property("fns_marginal_error_max", float(error.max()))
-    print(f"FNS from top-{TOP_K} prompt_logprobs: left-out mass {left_out.mean():.4f} (mean), bound "
-          f"{bound.max():.4f}, largest marginal error {error.max():.4f}")
+    engine = OpenAIEngine(ScoringEndpoint(carbon_endpoint), get_shape("vep-bs8"), "served")
+    with pytest.raises(IncompleteLogprobs, match=r"full vocabulary, top-4096 prompt logprobs\) leave 6-mers out at "
+                                                 rf"{len(prompt)} of {len(prompt)} rows"):
+        engine.kmer_logits(Batch.from_ids([prompt]))
 
 
 async def _logprobs(endpoint, prompt):
