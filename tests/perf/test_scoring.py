@@ -1,5 +1,6 @@
 """Scoring workloads, timed: variant-effect scoring of the shipped synthetic set, a saturation
-sweep (the throughput case) and a long-context likelihood scan, each at its own compiled shape.
+sweep (the throughput case) and a long-context likelihood scan, each at its own compiled shape, on
+every backend (openai: a server's prompt logprobs, the rows of a batch sent as concurrent requests).
 
 Prefill only (logits at every position, no decode). Figures: variants/s, scored kbp/s, CTE p50/p99
 per batch and $ per million variants where the hardware profile has a price; thresholds come from
@@ -68,6 +69,8 @@ def gate_scoring(benchmark, session, engine, gate, workload, label, timed, varia
     rows = Batch.from_ids([[0] * (1 + first.window_bp // 6)] * first.batch_size)
     context = engine_context(engine, session.hardware.name, rows, 0)
     context.update(workload=workload, variants=variants, window_bp=first.window_bp)
+    if engine.info.backend == "openai":  # each row of a call is one request: the batch is the concurrency
+        context.update(max_concurrency=first.batch_size, scoring=engine.info.extra["scoring"])
     gate(benchmark, model=engine.info.model, shape=label, figures=figures, context=context)
 
 
