@@ -1,7 +1,8 @@
 """The OpenAI-compatible servers of a session: the one at --carbon-endpoint, or a vLLM server the
 session starts on its first model (--carbon-serve vllm), one speculative vLLM server per draft,
-one at a time, and one scoring server on a checkpoint's DNA-block view, one at a time. Each is started once; a server that failed to start is not started again, and
-every server the session started is stopped at its end, with where its log is."""
+one at a time, and one scoring server on a checkpoint's DNA-block view, one at a time. Each is
+started once; a server that failed to start is not started again, and every server the session
+started is stopped at its end, with where its log is."""
 
 from __future__ import annotations
 
@@ -24,10 +25,8 @@ class Servers:
         self._server: Any = None
         self._endpoint: Any = None
         self._endpoint_error: Exception | None = None
-        self._speculative_server: tuple[str, Any, Any] | None = None  # (draft label, VLLMServer, Endpoint)
-        self._speculative_errors: dict[str, Exception] = {}  # drafts whose server failed: not started again
-        self._scoring_server: tuple[str, Any, Any] | None = None  # (checkpoint, VLLMServer, ScoringEndpoint)
-        self._scoring_errors: dict[str, Exception] = {}  # checkpoints whose view server failed: not started again
+        self._speculative = OneAtATime("with draft", progress)  # keyed by draft label
+        self._scoring = OneAtATime("on the DNA-block view of", progress)  # keyed by checkpoint
 
     @property
     def started_endpoint(self) -> Any:
@@ -73,20 +72,9 @@ class Servers:
             raise BackendError("speculative serving needs a server the harness starts with its draft: --carbon-serve "
                                "vllm (a server at --carbon-endpoint runs whatever draft it was started with, "
                                "which the harness cannot know)")
-        if draft.label in self._speculative_errors:
-            raise self._speculative_errors[draft.label]
-        if self._speculative_server is not None and self._speculative_server[0] == draft.label:
-            return self._speculative_server[2]
-        self.stop_speculative_server()
-        try:
-            self._speculative_server = self._start_speculative_server(draft)
-        except Exception as exc:
-            self._speculative_errors[draft.label] = exc
-            raise
-        return self._speculative_server[2]
+        return self._speculative.get(draft.label, lambda: self._start_speculative_server(draft))
 
-    def _start_speculative_server(self, draft: ModelRef) -> tuple[str, Any, Any]:
-        from harness.serving.client import Endpoint, resolve_endpoint, run_async
+    def _start_speculative_server(self, draft: ModelRef) -> tuple[Any, Any]:
         from harness.serving.server import speculative_server_cpu_bind, start_vllm
         from harness.serving.speculative import vllm_speculative_config
 
@@ -97,21 +85,12 @@ class Servers:
                             timeout_s=self.config.serve_timeout_s, progress=self.progress,
                             speculative_config=vllm_speculative_config(draft_path, self.config.speculation_length),
                             cpu_bind=speculative_server_cpu_bind())
-        try:
-            endpoint = run_async(resolve_endpoint(Endpoint.from_env(server.url, target.label)))
-        except Exception:
-            server.stop()
-            raise
-        return draft.label, server, endpoint
+        return server, _resolve(server, target.label)
 
     def stop_speculative_server(self) -> None:
         """Stop the speculative server, if one runs (the next draft's start, the speculative tests'
         module teardown, the session's end)."""
-        if self._speculative_server is not None:
-            label, server, _ = self._speculative_server
-            self.progress(f"stopping vLLM with draft {label} (pid {server.proc.pid}); its log: {server.log_path}")
-            server.stop()
-            self._speculative_server = None
+        self._speculative.stop()
 
     def scoring_endpoint(self, checkpoint: Path) -> Any:
         """Where the openai backend scores ``checkpoint`` (a ``harness.serving.scoring.ScoringEndpoint``):
@@ -125,41 +104,18 @@ class Servers:
             return ScoringEndpoint(self.endpoint())
         if self.config.serve != "vllm":
             raise BackendError("no server: pass --carbon-endpoint URL or --carbon-serve vllm")
-        key = str(checkpoint)
-        if key in self._scoring_errors:
-            raise self._scoring_errors[key]
-        if self._scoring_server is None or self._scoring_server[0] != key:
-            self.stop_scoring_server()
-            try:
-                self._scoring_server = self._start_scoring_server(checkpoint)
-            except Exception as exc:
-                self._scoring_errors[key] = exc
-                raise
-        return self._scoring_server[2]
+        return ScoringEndpoint.dna_view(self._scoring.get(str(checkpoint),
+                                                          lambda: self._start_scoring_server(checkpoint)))
 
-    def _start_scoring_server(self, checkpoint: Path) -> tuple[str, Any, Any]:
+    def _start_scoring_server(self, checkpoint: Path) -> tuple[Any, Any]:
         from harness.carbon.dna_view import cached_dna_view
-        from harness.serving.client import Endpoint, resolve_endpoint, run_async
-        from harness.serving.scoring import ScoringEndpoint
         from harness.serving.server import start_scoring_vllm
 
         view = cached_dna_view(checkpoint, self.config.cache_dir, self.progress)
         name = f"{checkpoint.name}-dna-view"
         server = start_scoring_vllm(view, self._log("vllm-dna-view"), name, timeout_s=self.config.serve_timeout_s,
                                     progress=self.progress)
-        try:
-            endpoint = run_async(resolve_endpoint(Endpoint.from_env(server.url, name)))
-        except Exception:
-            server.stop()
-            raise
-        return str(checkpoint), server, ScoringEndpoint.dna_view(endpoint)
-
-    def stop_scoring_server(self) -> None:
-        if self._scoring_server is not None:
-            _, server, _ = self._scoring_server
-            self.progress(f"stopping vLLM on the DNA-block view (pid {server.proc.pid}); its log: {server.log_path}")
-            server.stop()
-            self._scoring_server = None
+        return server, _resolve(server, name)
 
     def _log(self, name: str) -> Path:
         return self.config.cache_dir / "serving" / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
@@ -170,9 +126,51 @@ class Servers:
         return self._server
 
     def close(self) -> None:
-        self.stop_speculative_server()
-        self.stop_scoring_server()
+        self._speculative.stop()
+        self._scoring.stop()
         if self._server is not None:
             self.progress(f"stopping vLLM (pid {self._server.proc.pid}); its log: {self._server.log_path}")
             self._server.stop()
             self._server = None
+
+
+class OneAtATime:
+    """The servers of one kind, one at a time: the same key reuses the running one, another key stops
+    it first, and a key whose server failed to start raises that error again instead of starting it again."""
+
+    def __init__(self, what: str, progress: Callable[[str], None]) -> None:
+        self.what = what
+        self.progress = progress
+        self._current: tuple[str, Any, Any] | None = None  # (key, VLLMServer, Endpoint)
+        self._errors: dict[str, Exception] = {}
+
+    def get(self, key: str, start: Callable[[], tuple[Any, Any]]) -> Any:
+        """The endpoint of ``key``'s server, started by ``start`` (-> server, endpoint) when not running."""
+        if key in self._errors:
+            raise self._errors[key]
+        if self._current is None or self._current[0] != key:
+            self.stop()
+            try:
+                self._current = (key, *start())
+            except Exception as exc:
+                self._errors[key] = exc
+                raise
+        return self._current[2]
+
+    def stop(self) -> None:
+        if self._current is not None:
+            key, server, _ = self._current
+            self.progress(f"stopping vLLM {self.what} {key} (pid {server.proc.pid}); its log: {server.log_path}")
+            server.stop()
+            self._current = None
+
+
+def _resolve(server: Any, served_model: str) -> Any:
+    """The started ``server``'s endpoint for ``served_model``, or the server stopped and the error raised."""
+    from harness.serving.client import Endpoint, resolve_endpoint, run_async
+
+    try:
+        return run_async(resolve_endpoint(Endpoint.from_env(server.url, served_model)))
+    except Exception:
+        server.stop()
+        raise
