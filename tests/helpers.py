@@ -86,3 +86,48 @@ def skip_when_backend_cannot(what: str) -> Iterator[None]:
         yield
     except BackendCannot as exc:
         pytest.skip(f"{what}: {exc}")
+
+
+# --- scoring on a backend against hf: the same checks for neuron's scoring build and a server's view ---------
+
+SCORE_RTOL = 1e-5  # fp32 on both sides; scores are sums over up to 1,530 bases
+
+
+def assert_variant_scores_agree(got_engine: Any, want_engine: Any, tokenizer: Any, window: Any, variants: Any) -> None:
+    import pytest
+
+    from harness.workloads.scoring import score_variants
+
+    got = score_variants(got_engine, tokenizer, window, variants)
+    want = score_variants(want_engine, tokenizer, window, variants)
+    assert [s.variant for s in got.scores] == [s.variant for s in want.scores]
+    for g, w in zip(got.scores, want.scores):
+        assert (g.ref_log_prob, g.alt_log_prob) == pytest.approx((w.ref_log_prob, w.alt_log_prob), rel=SCORE_RTOL)
+        assert (g.window_ll_ref, g.window_ll_alt) == pytest.approx((w.window_ll_ref, w.window_ll_alt), rel=SCORE_RTOL)
+
+
+def assert_scan_agrees(got_engine: Any, want_engine: Any, tokenizer: Any, window: Any, trim: int) -> None:
+    """A scan of ``window`` less its last ``trim`` bases: every base scored, a trailing partial 6-mer's included."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from harness.workloads.scoring import scan_window
+
+    window = replace(window, sequence=window.sequence[: len(window.sequence) - trim])
+    got, want = scan_window(got_engine, tokenizer, window), scan_window(want_engine, tokenizer, window)
+    assert got.log_probs.shape == (len(window.sequence),)
+    np.testing.assert_allclose(got.log_probs, want.log_probs, rtol=SCORE_RTOL, atol=1e-6)
+
+
+def assert_sequence_scores_agree(got_engine: Any, want_engine: Any, tokenizer: Any) -> None:
+    """bp-level scores of sequences ending 0, 1 and 2 bases past a whole 6-mer."""
+    import numpy as np
+
+    from harness.carbon.dna import prompt_suite
+    from harness.workloads.scoring import score_sequences
+
+    seqs = [c.sequence[: 120 + 7 * i] for i, c in enumerate(prompt_suite(180)[:3])]
+    for g, w in zip(score_sequences(got_engine, tokenizer, seqs), score_sequences(want_engine, tokenizer, seqs)):
+        assert g.sequence == w.sequence
+        np.testing.assert_allclose(g.base_probs, w.base_probs, rtol=SCORE_RTOL)

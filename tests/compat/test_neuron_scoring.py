@@ -22,7 +22,8 @@ from harness.carbon.variants import synthetic_window
 from harness.core.errors import BackendCannot
 from harness.core.plan import PlanError
 from harness.core.spec import MODELS, RopeScaling, get_shape
-from harness.workloads.scoring import scan_window, score_sequences, score_variants
+from harness.workloads.scoring import scan_window
+from tests.helpers import SCORE_RTOL, assert_scan_agrees, assert_sequence_scores_agree, assert_variant_scores_agree
 
 pytestmark = [pytest.mark.compat, pytest.mark.neuron]
 
@@ -30,7 +31,6 @@ SHAPE = get_shape("vep-bs8")
 # NxDI's CPU mode and transformers both run fp32 on the same weights: logits differ by rounding only
 # (measured: < 5e-7 on carbon-tiny); scores are sums over up to 1,530 bases.
 LOGITS_ATOL = 1e-5
-SCORE_RTOL = 1e-5
 
 
 @pytest.fixture(scope="module")
@@ -59,27 +59,16 @@ def test_kmer_logits_match_hf_at_every_real_position(neuron, hf, ragged):
 
 
 def test_variant_scores_match_hf(neuron, hf, carbon_tokenizer, scoring_window, scoring_variants):
-    got = score_variants(neuron, carbon_tokenizer, scoring_window, scoring_variants)
-    want = score_variants(hf, carbon_tokenizer, scoring_window, scoring_variants)
-    assert [s.variant for s in got.scores] == [s.variant for s in want.scores]
-    for g, w in zip(got.scores, want.scores):
-        assert (g.ref_log_prob, g.alt_log_prob) == pytest.approx((w.ref_log_prob, w.alt_log_prob), rel=SCORE_RTOL)
-        assert (g.window_ll_ref, g.window_ll_alt) == pytest.approx((w.window_ll_ref, w.window_ll_alt), rel=SCORE_RTOL)
+    assert_variant_scores_agree(neuron, hf, carbon_tokenizer, scoring_window, scoring_variants)
 
 
 @pytest.mark.parametrize("trim", [0, 3], ids=["whole-6mers", "trailing-partial-6mer"])
 def test_scan_matches_hf_base_by_base(neuron, hf, carbon_tokenizer, scoring_window, trim):
-    window = replace(scoring_window, sequence=scoring_window.sequence[: len(scoring_window.sequence) - trim])
-    got, want = scan_window(neuron, carbon_tokenizer, window), scan_window(hf, carbon_tokenizer, window)
-    assert got.log_probs.shape == (len(window.sequence),)  # every base, a trailing partial 6-mer's included
-    np.testing.assert_allclose(got.log_probs, want.log_probs, rtol=SCORE_RTOL, atol=1e-6)
+    assert_scan_agrees(neuron, hf, carbon_tokenizer, scoring_window, trim)
 
 
 def test_sequence_scores_match_hf(neuron, hf, carbon_tokenizer):
-    seqs = [c.sequence[: 120 + 7 * i] for i, c in enumerate(prompt_suite(180)[:3])]  # 0, 1 and 2 bases past a 6-mer
-    for g, w in zip(score_sequences(neuron, carbon_tokenizer, seqs), score_sequences(hf, carbon_tokenizer, seqs)):
-        assert g.sequence == w.sequence
-        np.testing.assert_allclose(g.base_probs, w.base_probs, rtol=SCORE_RTOL)
+    assert_sequence_scores_agree(neuron, hf, carbon_tokenizer)
 
 
 def test_the_scoring_engine_generates_nothing(neuron, ragged):

@@ -9,9 +9,6 @@ top-k is refused (``test_vllm_server.py::test_full_vocabulary_top_k_is_refused_n
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-import numpy as np
 import pytest
 import torch
 
@@ -21,14 +18,13 @@ from harness.carbon.dna import prompt_suite
 from harness.carbon.fns import kmer_block
 from harness.core.errors import BackendCannot
 from harness.core.spec import get_shape
-from harness.workloads.scoring import scan_window, score_sequences, score_variants
+from tests.helpers import assert_scan_agrees, assert_sequence_scores_agree, assert_variant_scores_agree
 
 pytestmark = [pytest.mark.serving, pytest.mark.compat]
 
 SHAPE = get_shape("vep-bs8")
 # vLLM and transformers both run fp32 on the same weights (measured: < 1e-6 on carbon-tiny's 6-mer log-probabilities)
 LOGPROB_ATOL = 1e-5
-SCORE_RTOL = 1e-5
 
 
 @pytest.fixture(scope="module")
@@ -66,27 +62,16 @@ def test_kmer_logprobs_equal_hf_at_every_position(served, hf, ragged):
 
 
 def test_variant_scores_equal_hf(served, hf, carbon_tokenizer, scoring_window, scoring_variants):
-    got = score_variants(served, carbon_tokenizer, scoring_window, scoring_variants)
-    want = score_variants(hf, carbon_tokenizer, scoring_window, scoring_variants)
-    assert [s.variant for s in got.scores] == [s.variant for s in want.scores]
-    for g, w in zip(got.scores, want.scores):
-        assert (g.ref_log_prob, g.alt_log_prob) == pytest.approx((w.ref_log_prob, w.alt_log_prob), rel=SCORE_RTOL)
-        assert (g.window_ll_ref, g.window_ll_alt) == pytest.approx((w.window_ll_ref, w.window_ll_alt), rel=SCORE_RTOL)
+    assert_variant_scores_agree(served, hf, carbon_tokenizer, scoring_window, scoring_variants)
 
 
 @pytest.mark.parametrize("trim", [0, 3], ids=["whole-6mers", "trailing-partial-6mer"])
 def test_scan_equals_hf_base_by_base(served, hf, carbon_tokenizer, scoring_window, trim):
-    window = replace(scoring_window, sequence=scoring_window.sequence[: len(scoring_window.sequence) - trim])
-    got, want = scan_window(served, carbon_tokenizer, window), scan_window(hf, carbon_tokenizer, window)
-    assert got.log_probs.shape == (len(window.sequence),)  # every base, a trailing partial 6-mer's included
-    np.testing.assert_allclose(got.log_probs, want.log_probs, rtol=SCORE_RTOL, atol=1e-6)
+    assert_scan_agrees(served, hf, carbon_tokenizer, scoring_window, trim)
 
 
 def test_sequence_scores_equal_hf(served, hf, carbon_tokenizer):
-    seqs = [c.sequence[: 120 + 7 * i] for i, c in enumerate(prompt_suite(180)[:3])]  # 0, 1 and 2 bases past a 6-mer
-    for g, w in zip(score_sequences(served, carbon_tokenizer, seqs), score_sequences(hf, carbon_tokenizer, seqs)):
-        assert g.sequence == w.sequence
-        np.testing.assert_allclose(g.base_probs, w.base_probs, rtol=SCORE_RTOL)
+    assert_sequence_scores_agree(served, hf, carbon_tokenizer)
 
 
 def test_a_text_token_is_refused_naming_it(served, carbon_tokenizer):
