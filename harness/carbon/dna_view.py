@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.carbon.checkpoint import CheckpointError, fingerprint, read_json, write_manifest
+from harness.carbon.checkpoint import CheckpointError, fingerprint, read_json, verify_checkpoint, write_manifest
 from harness.core.storage import build_once
 from harness.core.vocab import DnaLayout
 
@@ -89,7 +89,8 @@ def view_id_offset(path: Path) -> int:
 def cached_dna_view(checkpoint: str | Path, cache_dir: str | Path,
                     progress: Callable[[str], None] | None = None) -> Path:
     """The view of ``checkpoint`` in the cache, built on first use (under a lock, atomically), keyed by the
-    checkpoint's content fingerprint, so a changed checkpoint never reuses an old view."""
+    checkpoint's content fingerprint, so a changed checkpoint never reuses an old view; a corrupt or
+    truncated one is rebuilt, the progress line saying why."""
     source = Path(checkpoint)
     dest = Path(cache_dir) / "dna-views" / f"{source.name}-{fingerprint(source)}-v{VIEW_FORMAT}"
 
@@ -98,4 +99,11 @@ def cached_dna_view(checkpoint: str | Path, cache_dir: str | Path,
             progress(f"building the DNA-block view of {source} (the served scoring artifact) at {dest}")
         write_dna_view(source, tmp)
 
-    return build_once(dest, build, validate=lambda p: view_id_offset(p), log=progress or (lambda _: None))[0]
+    return build_once(dest, build, validate=check_view, log=progress or (lambda _: None))[0]
+
+
+def check_view(path: Path) -> None:
+    """A cached view is reused only if it is one and every file matches its manifest (else it is rebuilt)."""
+    view_id_offset(path)
+    if not verify_checkpoint(path):
+        raise CheckpointError(f"{path} has no manifest to check its files against")

@@ -74,3 +74,14 @@ def test_the_cached_view_follows_the_checkpoints_bytes(checkpoint, tmp_path):
     (copy / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5}))
     (copy / "carbon_harness_manifest.json").unlink()
     assert cached_dna_view(copy, tmp_path) != first
+
+
+def test_a_corrupt_cached_view_is_rebuilt_saying_why(checkpoint, tmp_path):
+    said: list[str] = []
+    view = cached_dna_view(checkpoint, tmp_path, said.append)
+    weights = view / "model.safetensors"
+    good = weights.read_bytes()
+    weights.write_bytes(good[: len(good) // 2])
+    assert cached_dna_view(checkpoint, tmp_path, said.append) == view
+    assert weights.read_bytes() == good
+    assert any(f"rebuilding {view}: {weights} has {len(good) // 2} bytes" in line for line in said), said
