@@ -151,6 +151,18 @@ def read_in_bursts(figures: dict[str, Any], output_len: int, fraction: float) ->
     return itl < fraction * e2el / output_len
 
 
+def starved_rounds(rounds: list[dict[str, Any]]) -> str | None:
+    """Why no round can be compared, or None when one can: a round counts only if neither client read
+    its streams in bursts. When every round had a client that did (a loaded box: all of a request's
+    tokens arrive at once), neither measured the server's steps, and the comparison says nothing."""
+    if any(not r["read_in_bursts"] for r in rounds):
+        return None
+    per_client = {c: sum(c in r["read_in_bursts"] for r in rounds) for c in ("harness", "vllm_bench")}
+    return (f"in all {len(rounds)} rounds a client read its streams in bursts (the harness in {per_client['harness']}, "
+            f"vllm bench in {per_client['vllm_bench']}): every token of a request arrived at once, so the box starved "
+            "the clients or the server's streaming and neither client measured the server's steps")
+
+
 def check_rounds(rounds: int, max_rounds: int, burst_fraction: float) -> None:
     if rounds < 1 or max_rounds < rounds:
         raise ValueError(f"rounds={rounds}, max_rounds={max_rounds}: need 1 <= rounds <= max_rounds")
