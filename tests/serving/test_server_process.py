@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.serving.server import ServerError, VLLMServer
+from harness.serving.client import CLIENT_KEEP_ALIVE_S
+from harness.serving.server import SERVER_KEEP_ALIVE_S, ServerError, VLLMServer
 
 pytestmark = pytest.mark.serving
 
@@ -33,6 +34,17 @@ def test_a_server_that_dies_fails_with_its_log(tmp_path):
     with pytest.raises(ServerError, match=r"(?s)exited with code 3 before it was ready.*Unsupported CPU attention"):
         s.start().wait_ready(timeout_s=60)
     assert "--max-logprobs 4096" in s.log_path.read_text()  # the log keeps the command line
+
+
+def test_the_server_keeps_idle_connections_longer_than_the_harness_client(tmp_path):
+    """The launched process is told its keep-alive (vLLM reads $VLLM_HTTP_TIMEOUT_KEEP_ALIVE), and it outlasts
+    the harness client's pool, so the client never reuses a connection the server is closing. That it also
+    outlasts ``vllm bench serve``'s pool is checked against vLLM's source in test_vllm_server.py."""
+    s = server(tmp_path, 'echo "keep-alive=$VLLM_HTTP_TIMEOUT_KEEP_ALIVE"; exit 3')
+    with pytest.raises(ServerError, match="exited with code 3"):
+        s.start().wait_ready(timeout_s=60)
+    assert f"keep-alive={SERVER_KEEP_ALIVE_S}\n" in s.log_path.read_text()
+    assert SERVER_KEEP_ALIVE_S > CLIENT_KEEP_ALIVE_S
 
 
 def wait_for_log(s: VLLMServer, text: str, bound_s: float = 120.0) -> None:
