@@ -102,6 +102,7 @@ def test_speculative_server_is_lossless(speculative_endpoint, carbon_draft, prom
     the server's own count, not the clock: requests that shared engine steps were decoded together. Each
     batched attempt's ids are checked; with no attempt batched, the batched case skips saying so."""
     before = counters(speculative_endpoint)
+    never_batched = ""
     if not together:
         assert_lossless(send(speculative_endpoint, prompts, NEW_TOKENS, False), prompts, target_alone, carbon_draft)
     else:
@@ -115,14 +116,15 @@ def test_speculative_server_is_lossless(speculative_endpoint, carbon_draft, prom
                             carbon_draft)
             tried.append(steps(speculative_endpoint) - first)
         assert max(tried) <= alone_steps, f"batched attempts took {tried} engine steps, more than {alone_steps:g} alone"
-        assert (counters(speculative_endpoint) - before).drafts > 0, "the server verified no draft token"
         if tried[-1] == alone_steps:
-            pytest.skip(f"the {len(prompts)} requests sent together never shared an engine step in {len(tried)} "
-                        f"attempts ({', '.join(f'{t:g}' for t in tried)} steps; {alone_steps:g} one at a time): this "
-                        "box ran them one after another, so losslessness under batching was not exercised (their "
-                        "ids were checked)")
+            never_batched = (f"the {len(prompts)} requests sent together never shared an engine step in {len(tried)} "
+                             f"attempts ({', '.join(f'{t:g}' for t in tried)} steps; {alone_steps:g} one at a time): "
+                             "this box ran them one after another, so losslessness under batching was not exercised "
+                             "(their ids were checked)")
     spent = counters(speculative_endpoint) - before
     assert spent.drafts > 0, "the server verified no draft token: it did not speculate"
+    if never_batched:
+        pytest.skip(never_batched)
 
 
 def test_acceptance_ends(speculative_endpoint, carbon_model, carbon_draft, prompts, record_property):
