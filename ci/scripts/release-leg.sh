@@ -6,11 +6,18 @@
 # On a Trn2 runner:      BASELINE_PYTHON=/opt/.../bin/python CANDIDATE_PYTHON=.venv-candidate/bin/python
 # In NxDI's CPU mode:    NEURON_CPU=1 BASELINE_NXDI_SOURCE=DIR CANDIDATE_NXDI_SOURCE=DIR
 # Always:                MODEL (e.g. carbon-3b), OUT; optional SHAPES (space-separated, default "smoke"),
-#                        ROUNDS (default 6), MODEL_ROOT (real checkpoints), EXTRA_ARGS (more release-check options)
+#                        ROUNDS (a fixed number of pairs; default: sequential, MIN_ROUNDS 4 .. MAX_ROUNDS 16),
+#                        LEGS (the legs merged into one verdict: each spends 1/LEGS of the false-alarm budget),
+#                        MODEL_ROOT (real checkpoints), EXTRA_ARGS (more release-check options)
 set -euo pipefail
 : "${MODEL:?set MODEL, e.g. carbon-3b}" "${OUT:?set OUT, the evidence directory}"
 PYTHON="${PYTHON:-python}"
-args=(--model "$MODEL" --out "$OUT" --rounds "${ROUNDS:-6}")
+args=(--model "$MODEL" --out "$OUT" --legs "${LEGS:-1}")
+if [ -n "${ROUNDS:-}" ]; then
+  args+=(--rounds "$ROUNDS")
+else
+  args+=(--min-rounds "${MIN_ROUNDS:-4}" --max-rounds "${MAX_ROUNDS:-16}")
+fi
 for shape in ${SHAPES:-smoke}; do args+=(--shape "$shape"); done
 if [ -n "${NEURON_CPU:-}" ]; then
   args+=(--neuron-cpu --baseline-nxdi-source "${BASELINE_NXDI_SOURCE:?}" --candidate-nxdi-source "${CANDIDATE_NXDI_SOURCE:?}")

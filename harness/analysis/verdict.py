@@ -22,16 +22,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import Any
 
 from harness.analysis.compare import Tolerances
 from harness.analysis.results import BenchResult, CaseOutcome
 from harness.core.metrics import METRICS
+from harness.core.sequential import FAIL, OPEN, PASS, UNRESOLVED, Decision, Design, Series
+from harness.core.sequential import decide as sequential_decide
 from harness.core.stats import CONFIDENCE, PairedRatio, paired_ratio_ci
 
-VERDICT_SCHEMA = 1
+VERDICT_SCHEMA = 2  # 2: rounds paired by index, each pair's figures, the sequential design
 GATED = ("tkg_ms_p50", "cte_ms_p50")  # a benchmark without either is gated on its median round
 ENGINE_TIMES = ("compile_s", "load_s")
 ENGINE_TOLERANCE = 0.25
@@ -51,11 +53,12 @@ def floor_of(metric: str) -> float | None:
 
 @dataclass(frozen=True)
 class FigureChange:
-    """One figure of one benchmark (or engine) over the paired rounds of both sides."""
+    """One figure of one benchmark (or engine) over the complete pairs of both sides: ``rounds[i]``
+    is the round whose baseline ``base[i]`` and candidate ``new[i]`` ran back to back."""
 
     benchmark: str
     metric: str
-    base: tuple[float, ...]  # per round
+    base: tuple[float, ...]  # per pair
     new: tuple[float, ...]
     direction: str  # "max": lower is better
     tolerance: float
@@ -63,6 +66,13 @@ class FigureChange:
     interval: PairedRatio
     floor: float | None
     interval_confidence: float = CONFIDENCE
+    rounds: tuple[int, ...] = ()
+    decision: Decision | None = None  # gated figures: the sequential rule's decision
+    how: str = ""  # how a gated figure is judged, where not by the sequential rule
+
+    def __post_init__(self) -> None:
+        if not self.rounds:
+            object.__setattr__(self, "rounds", tuple(range(1, len(self.base) + 1)))
 
     def _change(self, ratio: float | None) -> float | None:
         if ratio is None or not math.isfinite(ratio):
@@ -86,32 +96,82 @@ class FigureChange:
         return diff if self.direction == "max" else -diff
 
     @property
+    def state(self) -> str:
+        return self.decision.state if self.gated and self.decision is not None else "reported"
+
+    @property
     def regressed(self) -> bool:
+        return self.state == FAIL
+
+    @property
+    def unresolved(self) -> bool:
+        return self.state == UNRESOLVED
+
+    def log_ratios(self) -> list[float]:
+        """Per pair, log(candidate / baseline) signed so that positive is worse (None: not positive)."""
+        sign = 1.0 if self.direction == "max" else -1.0
+        return [sign * math.log(n / b) for b, n in zip(self.base, self.new)]
+
+    def series(self) -> Series:
+        return Series(f"{self.benchmark} {self.metric}", tuple(zip(self.rounds, self.log_ratios())), self.tolerance,
+                      self.floor, float(median(self.base)), self.absolute)
+
+    def _where(self) -> str:
         bounds = self.bounds
-        if not self.gated or bounds is None or bounds[0] <= self.tolerance:
-            return False
-        return self.floor is None or self.absolute > self.floor
+        interval = f"{100 * bounds[0]:+.1f}% .. {100 * bounds[1]:+.1f}%" if bounds else "no interval"
+        return (f"{_fmt(median(self.base))} -> {_fmt(median(self.new))}; {100 * self.interval_confidence:g}% "
+                f"interval {interval} over {len(self.base)} pairs")
 
     def describe(self) -> str:
         worse = "slower" if self.direction == "max" else "lower"
-        bounds = self.bounds
-        interval = (f"{100 * bounds[0]:+.1f}% .. {100 * bounds[1]:+.1f}%" if bounds else "no interval")
-        return (f"{self.benchmark} {self.metric}: {worse} by {100 * (self.change or 0):.1f}% "
-                f"({_fmt(median(self.base))} -> {_fmt(median(self.new))}; {100 * self.interval_confidence:g}% "
-                f"interval {interval} over {self.interval.pairs} rounds; tolerance {100 * self.tolerance:g}%)")
+        d = self.decision
+        if self.unresolved and d is not None:
+            upper = f"{100 * d.upper:+.1f}%" if d.upper is not None else "none"
+            return (f"{self.benchmark} {self.metric}: not resolved after {len(self.base)} pairs: change "
+                    f"{100 * (self.change or 0):+.1f}% ({self._where()}), one-sided upper bound {upper} does not rule "
+                    f"out the change a pass must rule out, nor is it beyond the {100 * self.tolerance:g}% tolerance: "
+                    "more pairs (--max-rounds) or a quieter host decide it")
+        how = (f"; failed at {d.at_pairs} pairs, p {d.p_fail:.2g} <= Holm level {d.holm_level:.2g}"
+               if d is not None and d.holm_level is not None else f"; {self.how}" if self.how else "")
+        return (f"{self.benchmark} {self.metric}: {worse} by {100 * (self.change or 0):.1f}% ({self._where()}"
+                f"{how}; tolerance {100 * self.tolerance:g}%)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "metric": self.metric, "baseline": list(self.base),
+                "candidate": list(self.new), "rounds": list(self.rounds),
+                "pairs": [{"round": k, "baseline": b, "candidate": n, "log_ratio": d}
+                          for k, b, n, d in zip(self.rounds, self.base, self.new, self.log_ratios())],
+                "direction": self.direction, "tolerance": self.tolerance, "gated": self.gated, "floor": self.floor,
+                "change": self.change, "interval": list(self.bounds) if self.bounds else None,
+                "pair_count": len(self.base), "state": self.state, "regressed": self.regressed,
+                "decision": self.decision.to_dict() if self.decision is not None else None, "how": self.how or None}
 
 
 @dataclass
 class SideReport:
-    """What one side's runs left: its versions, the conformance outcomes, and per perf round the
-    results and the engines' load / compile times (``{"model/shape": {"load_s": ...}}``)."""
+    """What one side's runs left: its versions, the conformance outcomes, and per perf round ``k``
+    the results, the engines' load / compile times (``{"model/shape": {"load_s": ..., "compile":
+    "compiled"}}``), the round's test outcomes and, where it left no result, why."""
 
     name: str
     versions: dict[str, Any] = field(default_factory=dict)
     outcomes: dict[str, CaseOutcome] = field(default_factory=dict)
-    rounds: list[list[BenchResult]] = field(default_factory=list)
-    engines: list[dict[str, dict[str, float]]] = field(default_factory=list)
+    rounds: dict[int, list[BenchResult]] = field(default_factory=dict)
+    engines: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
     session_errors: list[str] = field(default_factory=list)  # a run that stopped before its tests: why
+    ran: list[int] = field(default_factory=list)  # the perf rounds started (k = 1, 2, ...)
+    round_errors: dict[int, str] = field(default_factory=dict)  # round k: its exit code and last error line
+    round_outcomes: dict[int, dict[str, CaseOutcome]] = field(default_factory=dict)
+
+    def rounds_run(self) -> list[int]:
+        return sorted(set(self.ran) | set(self.rounds))
+
+    def why(self, k: int, test: str | None = None) -> str:
+        """Why round ``k`` left nothing (for ``test``): the test's own failure, else the process's."""
+        outcome = (self.round_outcomes.get(k) or {}).get(test) if test else None
+        if outcome is not None and outcome.outcome in ("failed", "error") and outcome.message:
+            return f"{outcome.outcome}: {outcome.message.strip().splitlines()[0][:200]}"
+        return self.round_errors.get(k) or "no error recorded"
 
 
 @dataclass
@@ -127,21 +187,24 @@ class Verdict:
     mode: str
     improvements: list[str] = field(default_factory=list)
     wall_s: float | None = None
+    design: Design = field(default_factory=Design)
+    left_out: list[str] = field(default_factory=list)  # baseline rounds / benchmarks missing: pairs left out
+    not_measured: list[str] = field(default_factory=list)
 
     @property
     def word(self) -> str:
         return "PASS" if self.passed else "FAIL"
 
     def to_dict(self) -> dict[str, Any]:
+        d = self.design
         return {"schema": VERDICT_SCHEMA, "verdict": self.word, "reasons": self.reasons, "mode": self.mode,
                 "rounds": self.rounds, "confidence": self.confidence, "tolerance": self.tolerance,
+                "design": {"min_pairs": d.min_pairs, "max_pairs": d.max_pairs, "step": d.step, "looks": list(d.looks),
+                           "alpha": d.alpha, "beta": d.beta, "resolve": d.resolve, "legs": d.legs,
+                           "rule": d.describe()},
                 "wall_s": self.wall_s, "sides": self.sides, "outcome_changes": self.outcome_changes,
-                "improvements": self.improvements,
-                "figures": [{"benchmark": f.benchmark, "metric": f.metric, "baseline": list(f.base),
-                             "candidate": list(f.new), "direction": f.direction, "tolerance": f.tolerance,
-                             "gated": f.gated, "floor": f.floor, "change": f.change,
-                             "interval": list(f.bounds) if f.bounds else None, "pairs": f.interval.pairs,
-                             "regressed": f.regressed} for f in self.figures]}
+                "improvements": self.improvements, "left_out": self.left_out, "not_measured": self.not_measured,
+                "figures": [f.to_dict() for f in self.figures]}
 
     def markdown(self) -> str:
         lines = [f"## Release check: {self.word}", ""]
@@ -150,11 +213,13 @@ class Verdict:
         for key in sorted(set(base.get("versions", {})) | set(cand.get("versions", {}))):
             b, c = base.get("versions", {}).get(key, "-"), cand.get("versions", {}).get(key, "-")
             lines.append(f"| {key} | {b} | {c} |")
-        lines += ["", f"Mode: {self.mode}; perf rounds (fresh processes, interleaved): {base.get('rounds', 0)} baseline, "
-                      f"{cand.get('rounds', 0)} candidate; tolerance {100 * self.tolerance:g}% at "
-                      f"{100 * self.confidence:g}% confidence.", ""]
+        lines += ["", f"Mode: {self.mode}; perf rounds (fresh processes, A B / B A): {self.rounds} run, "
+                      f"{base.get('rounds', 0)} with baseline results, {cand.get('rounds', 0)} with candidate results; "
+                      f"tolerance {100 * self.tolerance:g}%; {self.design.describe()}.", ""]
         if self.reasons:
             lines += ["### Reasons", ""] + [f"{i}. {r}" for i, r in enumerate(self.reasons, 1)] + [""]
+        if self.left_out:
+            lines += ["### Pairs left out (the baseline left no result)", ""] + [f"- {n}" for n in self.left_out] + [""]
         if self.outcome_changes:
             lines += ["### Tests whose outcome changed", "", "| test | baseline | candidate | message |",
                       "|---|---|---|---|"]
@@ -167,23 +232,37 @@ class Verdict:
         reported = [f for f in self.figures if not f.gated]
         if gated:
             lines += ["### Gated figures", ""] + _figure_table(gated) + [""]
+        if self.not_measured:
+            lines += ["### Not measured", ""] + [f"- {n}" for n in self.not_measured] + [""]
         if reported:
             lines += ["<details><summary>Reported, not gated (derived from the same samples, or timed by the "
                       f"engine): {len(reported)} figures</summary>", ""]
             lines += _figure_table(reported) + ["", "</details>", ""]
+        lines.append("Each pair's figures are in verdict.json (`figures[].pairs`).")
         return "\n".join(lines)
 
 
+def _gate_cell(f: FigureChange) -> str:
+    d = f.decision
+    if not f.gated or d is None:
+        return "reported"
+    if d.state == FAIL:
+        return f"**FAIL** at {d.at_pairs} pairs" if d.at_pairs else "**FAIL**"
+    if d.state == UNRESOLVED:
+        return f"**unresolved** after {len(f.base)} pairs"
+    return f"pass at {d.at_pairs} pairs (tol {100 * f.tolerance:g}%)" if d.at_pairs else \
+        f"pass (tol {100 * f.tolerance:g}%)"
+
+
 def _figure_table(figures: Sequence[FigureChange]) -> list[str]:
-    lines = ["| benchmark | metric | baseline | candidate | change | interval | gate |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| benchmark | metric | baseline | candidate | change | interval | pairs | gate |",
+             "|---|---|---|---|---|---|---|---|"]
     for f in figures:
         bounds = f.bounds
         interval = f"{100 * bounds[0]:+.1f}% .. {100 * bounds[1]:+.1f}%" if bounds else "-"
-        gate = ("**FAIL**" if f.regressed else f"pass (tol {100 * f.tolerance:g}%)") if f.gated else "reported"
         change = f"{100 * f.change:+.1f}%" if f.change is not None else "-"
         lines.append(f"| `{f.benchmark}` | {f.metric} | {_fmt(median(f.base))} | {_fmt(median(f.new))} | {change} | "
-                     f"{interval} | {gate} |")
+                     f"{interval} | {len(f.base)} | {_gate_cell(f)} |")
     return lines
 
 
@@ -235,78 +314,160 @@ def _direction(metric: str, results: Sequence[BenchResult]) -> str:
     return METRICS.get(metric) or next((r.directions[metric] for r in results if metric in r.directions), "max")
 
 
-def figure_changes(base: Sequence[Sequence[BenchResult]], new: Sequence[Sequence[BenchResult]],
-                   tolerances: Tolerances, confidence: float) -> tuple[list[FigureChange], list[str]]:
-    """Every figure of every benchmark present in all rounds of both sides, paired by round; and
-    the benchmarks or gated figures the baseline has and the candidate lacks."""
-    rounds = min(len(base), len(new))
-    by_round_b = [{r.name: r for r in results} for results in base[:rounds]]
-    by_round_n = [{r.name: r for r in results} for results in new[:rounds]]
-    missing: list[str] = []
-    changes: list[FigureChange] = []
-    names = sorted(set().union(*(set(d) for d in by_round_b))) if by_round_b else []
+def _span(rounds: Sequence[int]) -> str:
+    return ", ".join(map(str, rounds))
+
+
+@dataclass
+class Pairing:
+    """Both sides' rounds matched by their index: the figures over complete pairs, the candidate's
+    gaps (reasons: the candidate did not run what the baseline ran) and the baseline's (left out)."""
+
+    figures: list[FigureChange] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    not_measured: list[str] = field(default_factory=list)
+
+
+def pair_rounds(base: SideReport, new: SideReport, tolerances: Tolerances, confidence: float) -> Pairing:
+    """Every figure of every benchmark of the baseline over the rounds ``k`` both sides produced it
+    in. A round (or a benchmark in a round) the baseline lacks leaves that pair out, named with the
+    process's error; one the candidate lacks where the baseline has it is a reason."""
+    out = Pairing()
+    ran = sorted(set(base.rounds_run()) | set(new.rounds_run()))  # a round either side ran: both owe it
+    for k in ran:
+        if k not in base.rounds:
+            out.left_out.append(f"baseline perf round {k} produced no results ({base.why(k)}): pair {k} is left out "
+                                "of every figure")
+        if k not in new.rounds:
+            out.reasons.append(f"the candidate's perf round {k} produced no results ({new.why(k)})")
+    both = [k for k in ran if k in base.rounds and k in new.rounds]
+    by_b = {k: {r.name: r for r in base.rounds[k]} for k in both}
+    by_n = {k: {r.name: r for r in new.rounds[k]} for k in both}
+    names = sorted(set().union(*(set(by_b[k]) for k in both))) if both else []
     for name in names:
-        if not all(name in d for d in by_round_b):
-            continue  # the baseline itself did not produce it every round: nothing to pair
-        if not all(name in d for d in by_round_n):
-            missing.append(f"benchmark {name} was not produced by the candidate in every round")
+        lacking_b = [k for k in both if name not in by_b[k]]
+        lacking_n = [k for k in both if name in by_b[k] and name not in by_n[k]]
+        for k in lacking_b:
+            out.left_out.append(f"baseline perf round {k} did not produce {name} ({base.why(k, name)}): its pair {k} "
+                                "is left out")
+        if lacking_n:
+            out.reasons.append(f"benchmark {name} was not produced by the candidate in round(s) {_span(lacking_n)} "
+                               f"({new.why(lacking_n[0], name)})")
+        pairs = [k for k in both if name in by_b[k] and name in by_n[k]]
+        if not pairs:
             continue
-        first = by_round_b[0][name]
+        first = by_b[pairs[0]][name]
         gated_metrics = gated_figures(first)
         for metric in sorted(first.figures):
-            b_vals = [d[name].figures.get(metric) for d in by_round_b]
-            n_vals = [d[name].figures.get(metric) for d in by_round_n]
-            if any(v is None for v in b_vals):
+            have = [k for k in pairs if by_b[k][name].figures.get(metric) is not None]
+            missing = [k for k in have if by_n[k][name].figures.get(metric) is None]
+            if missing and metric in gated_metrics:
+                out.reasons.append(f"{name} {metric}: missing on the candidate in round(s) {_span(missing)}")
+            ks = [k for k in have if k not in missing]
+            if not ks:
                 continue
-            if any(v is None for v in n_vals):
-                if metric in gated_metrics:
-                    missing.append(f"{name} {metric}: missing on the candidate")
-                continue
-            changes.append(FigureChange(name, metric, tuple(b_vals), tuple(n_vals),
-                                        _direction(metric, [first]), tolerances.get(first.group, metric),
-                                        metric in gated_metrics, paired_ratio_ci(b_vals, n_vals, confidence),
-                                        floor_of(metric), confidence))
-    return changes, missing
-
-
-def engine_changes(base: Sequence[Mapping[str, Mapping[str, float]]], new: Sequence[Mapping[str, Mapping[str, float]]],
-                   tolerances: Tolerances, confidence: float) -> list[FigureChange]:
-    """Load and compile seconds, once per engine, paired by round, with the engine tolerance."""
-    rounds = min(len(base), len(new))
-    out = []
-    engines = sorted(set().union(*(set(e) for e in base[:rounds]))) if rounds else []
-    for engine in engines:
-        for metric in ENGINE_TIMES:
-            b_vals = [r.get(engine, {}).get(metric) for r in base[:rounds]]
-            n_vals = [r.get(engine, {}).get(metric) for r in new[:rounds]]
-            if any(v is None for v in b_vals + n_vals):
-                continue
-            tolerance = tolerances.metrics.get(metric, ENGINE_TOLERANCE)
-            out.append(FigureChange(f"engine {engine}", metric, tuple(b_vals), tuple(n_vals), "max", tolerance,
-                                    True, paired_ratio_ci(b_vals, n_vals, confidence), floor_of(metric), confidence))
+            b_vals = [by_b[k][name].figures[metric] for k in ks]
+            n_vals = [by_n[k][name].figures[metric] for k in ks]
+            out.figures.append(FigureChange(name, metric, tuple(b_vals), tuple(n_vals), _direction(metric, [first]),
+                                            tolerances.get(first.group, metric), metric in gated_metrics,
+                                            paired_ratio_ci(b_vals, n_vals, confidence), floor_of(metric), confidence,
+                                            rounds=tuple(ks)))
+    _engine_figures(base, new, tolerances, confidence, both, out)
     return out
 
 
+def _engine_figures(base: SideReport, new: SideReport, tolerances: Tolerances, confidence: float,
+                    both: Sequence[int], out: Pairing) -> None:
+    """Load seconds of each engine, paired by round; compile seconds where both sides compiled in the
+    same round (a compile is once per side and per cache: each such pair's own ratio is gated, no
+    interval), else said to be not measured and why."""
+    engines = sorted(set().union(*(set(base.engines.get(k, {})) for k in both))) if both else []
+    for engine in engines:
+        b_rec = {k: base.engines.get(k, {}).get(engine, {}) for k in both}
+        n_rec = {k: new.engines.get(k, {}).get(engine, {}) for k in both}
+        ks = [k for k in both if isinstance(b_rec[k].get("load_s"), (int, float))
+              and isinstance(n_rec[k].get("load_s"), (int, float))]
+        if ks:
+            b_vals, n_vals = [float(b_rec[k]["load_s"]) for k in ks], [float(n_rec[k]["load_s"]) for k in ks]
+            out.figures.append(FigureChange(f"engine {engine}", "load_s", tuple(b_vals), tuple(n_vals), "max",
+                                            tolerances.metrics.get("load_s", ENGINE_TOLERANCE), True,
+                                            paired_ratio_ci(b_vals, n_vals, confidence), floor_of("load_s"),
+                                            confidence, rounds=tuple(ks)))
+        compiled = [k for k in both if b_rec[k].get("compile") == "compiled" and n_rec[k].get("compile") == "compiled"
+                    and isinstance(b_rec[k].get("compile_s"), (int, float))
+                    and isinstance(n_rec[k].get("compile_s"), (int, float))]
+        if compiled:
+            b_vals = [float(b_rec[k]["compile_s"]) for k in compiled]
+            n_vals = [float(n_rec[k]["compile_s"]) for k in compiled]
+            tolerance = tolerances.metrics.get("compile_s", ENGINE_TOLERANCE)
+            change = FigureChange(f"engine {engine}", "compile_s", tuple(b_vals), tuple(n_vals), "max", tolerance,
+                                  True, paired_ratio_ci(b_vals, n_vals, confidence), floor_of("compile_s"),
+                                  confidence, rounds=tuple(compiled),
+                                  how="compiled once per side: each pair's own ratio against the tolerance")
+            slower = all(n / b - 1.0 > tolerance for b, n in zip(b_vals, n_vals))
+            state = FAIL if slower and change.absolute > (change.floor or 0.0) else PASS
+            out.figures.append(replace(change, decision=Decision(change.series().key, state, len(compiled),
+                                                                 compiled[-1])))
+            continue
+        statuses = {side.name: sorted({str(r.get("compile")) for r in recs.values() if r.get("compile")})
+                    for side, recs in ((base, b_rec), (new, n_rec))}
+        if any(statuses.values()):
+            said = "; ".join(f"{side}: {', '.join(s) or 'not recorded'}" for side, s in statuses.items())
+            out.not_measured.append(f"engine {engine} compile_s: not measured in the same round on both sides ({said})"
+                                    "; for a compile-time comparison run the check with an empty --cache-dir and "
+                                    "--no-conformance, so that each side's first perf round compiles")
+
+
+def judge(baseline: SideReport, candidate: SideReport, tolerances: Tolerances, confidence: float, design: Design,
+          final: bool) -> Pairing:
+    """The pairing, with the sequential rule's decision on every gated figure (Holm across them)."""
+    pairing = pair_rounds(baseline, candidate, tolerances, confidence)
+    sequential = [i for i, f in enumerate(pairing.figures) if f.gated and f.decision is None]
+    done = max(set(baseline.rounds_run()) | set(candidate.rounds_run()), default=0)
+    decisions = sequential_decide([pairing.figures[i].series() for i in sequential], design, done, final)
+    for i, d in zip(sequential, decisions):
+        pairing.figures[i] = replace(pairing.figures[i], decision=d)
+    return pairing
+
+
+def still_open(baseline: SideReport, candidate: SideReport, tolerances: Tolerances, design: Design,
+               confidence: float = CONFIDENCE) -> list[str]:
+    """The gated figures no look has decided yet (the check adds a pair while any is open), or a
+    reason that makes more pairs pointless (the candidate already failed to produce a round)."""
+    pairing = judge(baseline, candidate, tolerances, confidence, design, final=False)
+    if pairing.reasons:
+        return []
+    return [f"{f.benchmark} {f.metric}" for f in pairing.figures if f.gated and f.state == OPEN]
+
+
 def decide(baseline: SideReport, candidate: SideReport, tolerances: Tolerances | None = None,
-           confidence: float = CONFIDENCE, mode: str = "") -> Verdict:
+           confidence: float = CONFIDENCE, mode: str = "", design: Design | None = None) -> Verdict:
     tolerances = tolerances or Tolerances(default=DEFAULT_TOLERANCE)
+    if design is None:  # one look at the rounds run (a check that ran its own design passes it)
+        n = max(3, len(set(baseline.rounds_run()) | set(candidate.rounds_run())))
+        design = Design(min_pairs=n, max_pairs=n)
     reasons = [f"the candidate cannot run: {r}" for r in cannot_run(candidate)]
     changed, improved = outcome_changes(baseline.outcomes, candidate.outcomes)
     if changed:
         shown = ", ".join(f"{c['test']} ({c['candidate']})" for c in changed[:5])
         more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
         reasons.append(f"{len(changed)} test(s) passed on the baseline and not on the candidate: {shown}{more}")
-    if len(candidate.rounds) < len(baseline.rounds):
-        reasons.append(f"the candidate's perf job produced results in {len(candidate.rounds)} of the "
-                       f"{len(baseline.rounds)} rounds the baseline's did")
-    figures, missing = figure_changes(baseline.rounds, candidate.rounds, tolerances, confidence)
-    figures += engine_changes(baseline.engines, candidate.engines, tolerances, confidence)
-    reasons += missing
-    reasons += [f.describe() for f in figures if f.regressed]
+    if baseline.rounds and not candidate.rounds:
+        reasons.append(f"the candidate's perf job produced results in none of the {len(baseline.rounds)} rounds the "
+                       "baseline's did")
+    pairing = judge(baseline, candidate, tolerances, confidence, design, final=True)
+    if candidate.rounds:
+        reasons += pairing.reasons
+    reasons += [f.describe() for f in pairing.figures if f.regressed]
+    reasons += [f.describe() for f in pairing.figures if f.unresolved]
     sides = {side.name: {"versions": side.versions, "tests": len(side.outcomes), "rounds": len(side.rounds),
+                         "rounds_run": side.rounds_run(), "round_errors": {str(k): v for k, v in
+                                                                           side.round_errors.items()},
                          "session_errors": side.session_errors} for side in (baseline, candidate)}
-    return Verdict(not reasons, reasons, figures, changed, sides, min(len(baseline.rounds), len(candidate.rounds)),
-                   confidence, tolerances.default, mode, improved)
+    ran = sorted(set(baseline.rounds_run()) | set(candidate.rounds_run()))
+    return Verdict(not reasons, reasons, pairing.figures, changed, sides, len(ran), confidence, tolerances.default,
+                   mode, improved, design=design, left_out=pairing.left_out, not_measured=pairing.not_measured)
 
 
 def merge(verdicts: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -19,13 +20,14 @@ from harness.core.options import (
     parse_shape,
     parse_tolerance,
 )
+from harness.core.sequential import Design
 from harness.core.storage import atomic_write_json, atomic_write_text
 from harness.release.run import CONFORMANCE_MARKERS, CheckPlan, ReleaseCheckError, Side, run_check
 
 MIN_ROUNDS = 3  # a between-round interval needs at least two degrees of freedom to mean anything
-# From the gate-power table (README): on a 2-core CPU box a fresh process moves TKG by about 10%, and
-# 6 interleaved pairs are what caught a 30% slowdown every time with no A/A false alarm.
-DEFAULT_ROUNDS = 6
+# The sequential design's defaults (harness.core.sequential; README "Gate power": what they resolve at
+# the noise measured on a 2-core CPU box, quiet and loaded).
+DEFAULT_DESIGN = Design()
 
 
 def parse_rounds(value: str) -> int:
@@ -34,6 +36,33 @@ def parse_rounds(value: str) -> int:
         raise argparse.ArgumentTypeError(f"{value!r}: at least {MIN_ROUNDS} rounds per side (the interval comes from "
                                          "the spread between rounds)")
     return n
+
+
+def parse_fraction(value: str) -> float:
+    """A change such as 0.30 or 30%: what every PASS must rule out."""
+    try:
+        number = float(value.rstrip("%")) / (100.0 if value.endswith("%") else 1.0)
+    except ValueError:
+        number = math.nan
+    if not 0 < number < 10:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a positive change, as 0.30 or 30%")
+    return number
+
+
+def design_of(args: argparse.Namespace) -> Design:
+    """The looks and error budget from the options; ``--rounds N`` is a fixed count (one look)."""
+    if args.rounds is not None:
+        if args.min_rounds is not None or args.max_rounds is not None:
+            raise ReleaseCheckError("--rounds N fixes the count: give it alone, or --min-rounds / --max-rounds for "
+                                    "a sequential check")
+        low = high = args.rounds
+    else:
+        low = args.min_rounds if args.min_rounds is not None else DEFAULT_DESIGN.min_pairs
+        high = args.max_rounds if args.max_rounds is not None else max(DEFAULT_DESIGN.max_pairs, low)
+        if high < low:
+            raise ReleaseCheckError(f"--max-rounds {high} is below --min-rounds {low}")
+    return Design(min_pairs=low, max_pairs=high, alpha=1.0 - args.confidence, beta=DEFAULT_DESIGN.beta,
+                  resolve=args.resolve, legs=args.legs)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,15 +82,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, help="evidence directory: verdict.json, verdict.md, each side's logs, "
                                             "benchmark JSON and JUnit XML (must be empty or absent)")
     p.add_argument("--force", action="store_true", help="replace a non-empty --out")
-    p.add_argument("--rounds", type=parse_rounds, default=DEFAULT_ROUNDS,
-                   help=f"perf rounds per side, each a fresh process, interleaved (default {DEFAULT_ROUNDS}, at least "
-                        f"{MIN_ROUNDS}; README: gate power)")
+    p.add_argument("--min-rounds", type=parse_rounds, metavar="N",
+                   help=f"pairs of perf rounds (each a fresh process, A B / B A) before the first look (default "
+                        f"{DEFAULT_DESIGN.min_pairs}, at least {MIN_ROUNDS})")
+    p.add_argument("--max-rounds", type=parse_rounds, metavar="N",
+                   help=f"pairs at most: a gated figure still undecided then fails the check as unresolved (default "
+                        f"{DEFAULT_DESIGN.max_pairs})")
+    p.add_argument("--rounds", type=parse_rounds, metavar="N",
+                   help="a fixed number of pairs instead (one look; README: gate power)")
+    p.add_argument("--resolve", type=parse_fraction, default=DEFAULT_DESIGN.resolve, metavar="CHANGE",
+                   help=f"the slowdown every PASS must rule out (default {100 * DEFAULT_DESIGN.resolve:g}%%)")
+    p.add_argument("--legs", type=parse_positive_int, default=1, metavar="N",
+                   help="checks merged into one verdict (--merge): each spends 1/N of the false-alarm budget")
     p.add_argument("--runs", type=parse_positive_int, default=5, help="timed runs per benchmark in a round (default 5)")
     p.add_argument("--max-regression", type=parse_tolerance, default=DEFAULT_TOLERANCE,
                    help="default tolerance of a gated timing (default 5%%)")
     p.add_argument("--tolerances", type=Path, metavar="FILE", help="per-metric tolerances, as compare --tolerances")
     p.add_argument("--confidence", type=parse_confidence, default=0.95,
-                   help="confidence of the between-round interval (default 0.95)")
+                   help="1 - the family-wise false-alarm rate of the verdict, and the confidence of the intervals "
+                        "shown (default 0.95)")
     p.add_argument("--no-conformance", action="store_true", help="perf rounds only (skip the conformance tiers)")
     p.add_argument("--conformance-markers", metavar="EXPR", default=CONFORMANCE_MARKERS,
                    help=f"pytest -m expression of the conformance tiers (default {CONFORMANCE_MARKERS!r})")
@@ -128,9 +167,10 @@ def cmd_release_check(args: argparse.Namespace) -> int:
         raise ReleaseCheckError(f"--model-root {args.model_root} is not a directory")
     tolerances = (load_tolerances(args.tolerances, args.max_regression) if args.tolerances
                   else Tolerances(default=args.max_regression))
+    design = design_of(args)
     _check_out(args.out, args.force)
     plan = CheckPlan(baseline, candidate, args.out.resolve(), models=tuple(args.models or ("carbon-tiny",)),
-                     shapes=tuple(args.shapes or ("smoke",)), rounds=args.rounds, runs=args.runs,
+                     shapes=tuple(args.shapes or ("smoke",)), design=design, runs=args.runs,
                      cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else None, cpu=args.neuron_cpu,
                      model_root=args.model_root, conformance=not args.no_conformance,
                      conformance_markers=args.conformance_markers, perf_select=args.perf_select)

@@ -3,8 +3,11 @@
 Each side is an interpreter (``--baseline-python`` / ``--candidate-python``: an environment with one
 Neuron SDK release installed, the harness installed from this checkout) or, in NxDI's CPU mode, an
 NxDI source tree run by this interpreter. Per side: the conformance tiers once (``-m "compat or
-neuron or dna"``, JUnit XML), then the perf job in ``rounds`` fresh processes per side, interleaved
-A B, B A, A B... so that drift on the machine hits both sides alike. In CPU mode each process runs
+neuron or dna"``, JUnit XML), then the perf job in fresh processes, one pair of rounds at a time,
+interleaved A B, B A, A B... so that drift on the machine hits both sides alike. Pairs are added until
+the sequential rule (``harness.core.sequential``) has decided every gated figure, between the
+design's minimum and maximum; round ``k`` of one side is only ever compared with round ``k`` of the
+other, and a round that left nothing is recorded with its error, never skipped over. In CPU mode each process runs
 torch on one thread and pytest-benchmark times with ``time.process_time``: a busy neighbour
 disturbs process CPU time less than wall time. Compiled artifacts (on a device) are built once per
 side into the shared cache (their keys differ by NxDI build) and reused by every later round.
@@ -24,7 +27,8 @@ from typing import Any
 
 from harness.analysis.compare import Tolerances
 from harness.analysis.results import ReportError, load_results, parse_junit
-from harness.analysis.verdict import SideReport, Verdict, cannot_run, decide
+from harness.analysis.verdict import SideReport, Verdict, cannot_run, decide, still_open
+from harness.core.sequential import Design
 from harness.core.paths import REPO_ROOT
 from harness.core.storage import atomic_write_json, atomic_write_text
 
@@ -66,7 +70,7 @@ class CheckPlan:
     out: Path
     models: tuple[str, ...] = ("carbon-tiny",)
     shapes: tuple[str, ...] = ("smoke",)
-    rounds: int = 6
+    design: Design = field(default_factory=Design)
     runs: int = 5
     cache_dir: Path | None = None
     cpu: bool = False
@@ -145,13 +149,17 @@ def probe_side(plan: CheckPlan, side: Side) -> dict[str, Any]:
     return info
 
 
+def last_error_line(log_text: str) -> str:
+    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
+    line = next((ln for ln in reversed(lines) if "carbon-harness:" in ln or "Error" in ln), lines[-1] if lines else "")
+    return line.removeprefix("ERROR: ")
+
+
 def session_error(rc: int, log_text: str, what: str) -> str | None:
     """Why a pytest run stopped before its tests, from its exit code and last error line."""
     if rc not in SESSION_ERRORS:
         return None
-    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
-    line = next((ln for ln in reversed(lines) if "carbon-harness:" in ln or "Error" in ln), lines[-1] if lines else "")
-    return f"{what} stopped ({SESSION_ERRORS[rc]}, exit {rc}): {line.removeprefix('ERROR: ')}"
+    return f"{what} stopped ({SESSION_ERRORS[rc]}, exit {rc}): {last_error_line(log_text)}"
 
 
 def run_logged(cmd: Sequence[str], log: Path, env: dict[str, str], timeout_s: float) -> tuple[int, str]:
@@ -171,20 +179,46 @@ def read_outcomes(junit: Path) -> dict[str, Any]:
     return parse_junit(junit.read_text(), str(junit)) if junit.is_file() else {}
 
 
-def read_round(bench_json: Path) -> tuple[list[Any], dict[str, dict[str, float]]]:
-    """A perf round's results and its engines' load / compile seconds (``model/shape`` -> times)."""
+def read_round(bench_json: Path) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+    """A perf round's results and its engines' load / compile seconds and whether they compiled
+    (``model/shape`` -> record)."""
     if not bench_json.is_file():
         return [], {}
     try:
         results, manifest = load_results(bench_json)
     except ReportError:
         return [], {}
-    engines = {}
+    engines: dict[str, dict[str, Any]] = {}
     for e in manifest.get("engines") or []:
         if isinstance(e, dict) and e.get("role") is None:
-            engines[f"{e.get('model')}/{e.get('shape')}"] = {k: float(e[k]) for k in ("load_s", "compile_s")
-                                                             if isinstance(e.get(k), (int, float))}
+            record: dict[str, Any] = {k: float(e[k]) for k in ("load_s", "compile_s")
+                                      if isinstance(e.get(k), (int, float))}
+            if isinstance(e.get("compile"), str):
+                record["compile"] = e["compile"]
+            engines[f"{e.get('model')}/{e.get('shape')}"] = record
     return results, engines
+
+
+def run_round(plan: CheckPlan, side: Side, k: int, report: SideReport, timeout: float) -> str:
+    """Round ``k`` of one side, a fresh process; its results land under index ``k`` (a round that
+    left none is recorded with its exit code and last error line). Returns a progress line."""
+    folder = plan.out / side.name
+    bench, junit = folder / f"perf-round-{k}.json", folder / f"perf-round-{k}.xml"
+    t0 = time.perf_counter()
+    rc, text = run_logged(perf_command(plan, side, bench, junit), folder / f"perf-round-{k}.log", side_env(plan),
+                          timeout)
+    results, engines = read_round(bench)
+    outcomes = read_outcomes(junit)
+    if k == 1:
+        report.outcomes.update({f"{t} (perf)": o for t, o in outcomes.items()})
+    report.ran.append(k)
+    report.round_outcomes[k] = outcomes
+    if rc != 0 or not results:
+        report.round_errors[k] = session_error(rc, text, f"perf round {k}") or f"exit {rc}: {last_error_line(text)}"
+    if results:
+        report.rounds[k] = results
+        report.engines[k] = engines
+    return f"{side.name}: exit {rc}, {len(results)} benchmarks, {time.perf_counter() - t0:.0f} s"
 
 
 def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
@@ -215,32 +249,28 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
     blocked = cannot_run(reports[plan.candidate.name])
     if blocked:
         progress(f"candidate cannot run ({blocked[0]}): perf rounds skipped, the verdict is FAIL")
-    for k in range(1, 0 if blocked else plan.rounds + 1):
-        for side in (sides if k % 2 else sides[::-1]):
-            folder = plan.out / side.name
-            bench, junit = folder / f"perf-round-{k}.json", folder / f"perf-round-{k}.xml"
-            t0 = time.perf_counter()
-            rc, text = run_logged(perf_command(plan, side, bench, junit), folder / f"perf-round-{k}.log",
-                                  side_env(plan), timeout)
-            results, engines = read_round(bench)
-            report = reports[side.name]
-            error = session_error(rc, text, f"perf round {k}")
-            if error and error not in report.session_errors:
-                report.session_errors.append(error)
-            if k == 1:
-                report.outcomes.update({f"{t} (perf)": o for t, o in read_outcomes(junit).items()})
-            if results:
-                report.rounds.append(results)
-                report.engines.append(engines)
-            progress(f"round {k}/{plan.rounds} {side.name}: exit {rc}, {len(results)} benchmarks, "
-                     f"{time.perf_counter() - t0:.0f} s")
+    design = plan.design
+    for k in range(1, 0 if blocked else design.max_pairs + 1):
+        lines = [run_round(plan, side, k, reports[side.name], timeout) for side in (sides if k % 2 else sides[::-1])]
+        progress(f"pair {k} (at most {design.max_pairs}): " + "; ".join(lines))
+        if k < design.min_pairs:
+            continue
+        open_figures = still_open(reports[plan.baseline.name], reports[plan.candidate.name], tolerances, design,
+                                  confidence)
+        if not open_figures:
+            progress(f"every gated figure decided after {k} pairs")
+            break
+        if k < design.max_pairs:
+            progress(f"still open after {k} pairs: {', '.join(open_figures)}")
     baseline = reports[plan.baseline.name]
     problems = cannot_run(baseline) or ([] if baseline.rounds or baseline.outcomes else ["it produced no results"])
+    if not problems and baseline.ran and not baseline.rounds:
+        problems = [f"none of its {len(baseline.ran)} perf rounds produced results (round 1: {baseline.why(1)})"]
     if problems:
         raise ReleaseCheckError("the baseline cannot run, so there is nothing to qualify against: "
                                 + "; ".join(problems)
                                 + f" (logs in {plan.out / plan.baseline.name})")
-    verdict = decide(baseline, reports[plan.candidate.name], tolerances, confidence, plan.mode)
+    verdict = decide(baseline, reports[plan.candidate.name], tolerances, confidence, plan.mode, design)
     verdict.wall_s = time.perf_counter() - start
     write_verdict(plan.out, verdict)
     return verdict

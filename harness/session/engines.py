@@ -148,7 +148,8 @@ class Session:
         start = time.perf_counter()
         engine = self._make_engine(path, shape, ref.label)
         self.load_log.append({"model": ref.label, "shape": shape.name, "load_s": engine.info.load_s,
-                              "compile_s": engine.info.compile_s, "total_s": time.perf_counter() - start})
+                              "compile_s": engine.info.compile_s, "compile": engine.info.extra.get("compile"),
+                              "total_s": time.perf_counter() - start})
         self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s")
         return engine
 

@@ -1,7 +1,7 @@
 """``carbon-harness release-check`` run as a user runs it, in NxDI's CPU mode, against real NxDI
-publications: 2.29 against itself passes, the first 2.29 publication (c63afe0, whose adapter cannot
-generate) and GitHub's 2.28 snapshot fail naming why, a planted TKG slowdown fails naming TKG and a
-planted change well under the tolerance passes.
+publications: 2.29 against itself passes (even when the baseline's first perf round crashes: its pair
+is left out and named, never shifted), the first 2.29 publication (c63afe0, whose adapter cannot
+generate) and GitHub's 2.28 snapshot fail naming why, and a planted TKG slowdown fails naming TKG.
 
 Each check is a whole release-check (subprocesses, a minute or more): they run under ``-m release``
 (``nox -s release-check``), with ``--carbon-nxdi-source`` naming the 2.29 tree whose ``releases/``
@@ -17,20 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from harness.release.plant import plant_tkg_slowdown
+from harness.release.plant import plant_one_crash, plant_tkg_slowdown
 from harness.release.run import child_env
 from tests.helpers import REPO, run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.neuron, pytest.mark.slow]
 
-# The in-suite checks keep each round small (TKG only, 2 timed runs of 8 steps each) and run 5 pairs:
-# a fresh process moves a TKG step (~17 ms of process CPU time, one torch thread) by about 10% here, so
-# the planted slowdown is 10 ms (~60%), well past what 5 pairs resolve, and the planted 0.17 ms (1%)
-# well under the 5% tolerance. The gate's power at smaller slowdowns is measured apart
-# (python -m harness.release.power; the README's table).
-PERF_OPTIONS = ("--no-conformance", "--perf-select", "test_tkg", "--runs", "2")
-ROUNDS = "5"
-PERF = (*PERF_OPTIONS, "--rounds", ROUNDS)
+# The in-suite checks keep each round small (TKG only, 2 timed runs of 8 steps each) and run the
+# sequential design from 4 to 8 pairs, where a pass must rule out a 60% slowdown: a fresh process moves a
+# TKG step (~17 ms of process CPU time, one torch thread) by 10-20% here, so 60% is what 4 to 8 pairs
+# resolve on a loaded box. The planted slowdown is 10 ms (~60%). The gate's power at the default 30% is
+# measured apart (python -m harness.release.power; the README's table).
+PERF_OPTIONS = ("--no-conformance", "--perf-select", "test_tkg", "--runs", "2", "--resolve", "60%")
+MIN_ROUNDS, MAX_ROUNDS = "4", "8"
+PERF = (*PERF_OPTIONS, "--min-rounds", MIN_ROUNDS, "--max-rounds", MAX_ROUNDS)
 
 
 @pytest.fixture(scope="module")
@@ -51,28 +51,34 @@ def release_check(out: Path, baseline: Path, candidate: Path, *args: str) -> tup
 
 @pytest.fixture(scope="module")
 def aa_leg(tmp_path_factory, vendor) -> tuple[subprocess.CompletedProcess, Path]:
-    """2.29 against itself, run as the Trn2 workflow runs a leg: ci/scripts/release-leg.sh, here in
-    NxDI's CPU mode."""
-    out = tmp_path_factory.mktemp("aa") / "verdict-carbon-tiny"
-    env = child_env({"NEURON_CPU": "1", "BASELINE_NXDI_SOURCE": str(vendor), "CANDIDATE_NXDI_SOURCE": str(vendor),
-                     "MODEL": "carbon-tiny", "OUT": str(out), "PYTHON": sys.executable, "ROUNDS": ROUNDS,
-                     "EXTRA_ARGS": " ".join(PERF_OPTIONS)})
-    r = subprocess.run(["bash", "ci/scripts/release-leg.sh"], cwd=REPO, capture_output=True, text=True, timeout=1200,
+    """2.29 against itself, run as the Trn2 workflow runs a leg (ci/scripts/release-leg.sh, here in
+    NxDI's CPU mode), with a crash planted in the baseline's first perf process only."""
+    tmp = tmp_path_factory.mktemp("aa")
+    baseline = plant_one_crash(vendor, tmp / "crash-once", tmp / "crash-once.marker")
+    out = tmp / "verdict-carbon-tiny"
+    env = child_env({"NEURON_CPU": "1", "BASELINE_NXDI_SOURCE": str(baseline), "CANDIDATE_NXDI_SOURCE": str(vendor),
+                     "MODEL": "carbon-tiny", "OUT": str(out), "PYTHON": sys.executable, "MIN_ROUNDS": MIN_ROUNDS,
+                     "MAX_ROUNDS": MAX_ROUNDS, "EXTRA_ARGS": " ".join(PERF_OPTIONS)})
+    r = subprocess.run(["bash", "ci/scripts/release-leg.sh"], cwd=REPO, capture_output=True, text=True, timeout=1800,
                        env=env)
     return r, out
 
 
-def test_a_release_against_itself_passes(aa_leg):
+def test_a_release_against_itself_passes_with_a_lost_baseline_round_named(aa_leg):
     r, out = aa_leg
     assert r.returncode == 0, r.stdout + r.stderr
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["verdict"] == "PASS" and verdict["reasons"] == []
+    assert len(verdict["left_out"]) == 1 and verdict["left_out"][0].startswith("baseline perf round 1 ")
+    assert "planted crash" in verdict["left_out"][0], verdict["left_out"]
     tkg = [f for f in verdict["figures"] if f["metric"] == "tkg_ms_p50" and f["gated"]]
-    assert tkg and tkg[0]["pairs"] == int(ROUNDS) and tkg[0]["interval"] is not None
+    assert tkg and tkg[0]["state"] == "pass" and tkg[0]["rounds"][0] == 2  # round 1 left out, never shifted
+    pairs_run = verdict["rounds"]
+    assert int(MIN_ROUNDS) + 1 <= pairs_run <= int(MAX_ROUNDS) and tkg[0]["pair_count"] == pairs_run - 1
     for side in ("baseline", "candidate"):
         assert verdict["sides"][side]["versions"]["nxdi_version"] == "0.9.0"
-        assert sorted(p.name for p in (out / side).glob("perf-round-*.json")) == [
-            f"perf-round-{k}.json" for k in range(1, int(ROUNDS) + 1)]
+        assert sorted(p.name for p in (out / side).glob("perf-round-*.log")) == sorted(
+            f"perf-round-{k}.log" for k in range(1, pairs_run + 1))
     assert (out / "verdict.md").read_text().startswith("## Release check: PASS")
 
 
@@ -115,11 +121,11 @@ def test_the_previous_release_fails_and_only_generating_tests_differ(tmp_path, v
     assert not any("test_baseline_flash_attention_is_nxdis_choice" in c["test"] for c in changed)
 
 
-@pytest.mark.parametrize("extra_ms, verdict_word", [(10.0, "FAIL"), (0.17, "PASS")])
-def test_a_planted_tkg_slowdown_fails_and_a_small_change_passes(tmp_path, vendor, extra_ms, verdict_word):
-    planted = plant_tkg_slowdown(vendor, tmp_path / "planted", extra_ms)
+def test_a_planted_tkg_slowdown_fails_naming_tkg(tmp_path, vendor):
+    planted = plant_tkg_slowdown(vendor, tmp_path / "planted", 10.0)
     r, verdict = release_check(tmp_path / "out", vendor, planted, *PERF)
-    assert verdict["verdict"] == verdict_word, r.stdout + r.stderr
-    assert r.returncode == (1 if verdict_word == "FAIL" else 0)
-    if verdict_word == "FAIL":
-        assert verdict["reasons"] and all("tkg_ms_p50" in reason for reason in verdict["reasons"]), verdict["reasons"]
+    assert verdict["verdict"] == "FAIL", r.stdout + r.stderr
+    assert r.returncode == 1
+    assert verdict["reasons"] and all("tkg_ms_p50" in reason for reason in verdict["reasons"]), verdict["reasons"]
+    tkg = next(f for f in verdict["figures"] if f["metric"] == "tkg_ms_p50" and f["gated"])
+    assert tkg["state"] == "fail" and tkg["decision"]["at_pairs"] <= int(MAX_ROUNDS)

@@ -254,7 +254,11 @@ class NeuronEngine(Engine):
                                  # pre-sharded weights are loaded from the artifact; load includes warm-up
                                  "load_includes": "weight sharding in memory (CPU mode)" if cpu else
                                                   "pre-sharded weights from the artifact, warm-up",
-                                 "build": "scoring" if self.scoring_only else "generation"}
+                                 "build": "scoring" if self.scoring_only else "generation",
+                                 # whether this load compiled: a release check gates compile_s only where
+                                 # both sides compiled in the same round
+                                 "compile": "none (CPU mode)" if cpu else "compiled" if compile_s is not None
+                                            else "cache hit"}
         if planned is not None:
             extra["attention_sharding_planned"] = planned.strategy
             mismatch = check_sharding(planned, self.sharding_log)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
-from harness.release.plant import PlantError, plant_tkg_slowdown
+from harness.release.plant import ANCHOR, PlantError, plant_one_crash, plant_tkg_slowdown
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.unit
@@ -27,6 +29,12 @@ pytestmark = pytest.mark.unit
      "--*-nxdi-source needs --neuron-cpu"),
     (["--neuron-cpu"], "--out DIR is required"),
     (["--out", "{tmp}/o", "--merge", "{tmp}"], "no verdict.json there"),
+    (["--out", "{tmp}/o", "--baseline-python", sys.executable, "--candidate-python", sys.executable, "--rounds", "5",
+      "--max-rounds", "8"], "--rounds N fixes the count: give it alone"),
+    (["--out", "{tmp}/o", "--baseline-python", sys.executable, "--candidate-python", sys.executable, "--min-rounds",
+      "6", "--max-rounds", "4"], "--max-rounds 4 is below --min-rounds 6"),
+    (["--out", "{tmp}/o", "--neuron-cpu", "--resolve", "lots"], "argument --resolve: 'lots': give a positive change"),
+    (["--out", "{tmp}/o", "--neuron-cpu", "--legs", "0"], "argument --legs"),
 ])
 def test_bad_input_is_named_before_anything_runs(tmp_path, args, message):
     r = run_cli("release-check", *(a.format(tmp=tmp_path) for a in args))
@@ -65,3 +73,35 @@ def test_planting_needs_nxdis_tkg_call(tmp_path):
         plant_tkg_slowdown(tmp_path / "src", tmp_path / "planted", 1.0)
     with pytest.raises(PlantError, match="must be a non-negative number"):
         plant_tkg_slowdown(tmp_path / "src", tmp_path / "planted2", -1.0)
+
+
+def fake_tree(root):
+    """A tree laid out like ../shared/vendor whose model_base.py holds NxDI's TKG call line."""
+    nxdi = root / "neuronx-distributed-inference" / "src" / "neuronx_distributed_inference"
+    (nxdi / "models").mkdir(parents=True)
+    (nxdi / "__init__.py").write_text("")
+    (nxdi / "models" / "model_base.py").write_text("def forward(self):\n" + ANCHOR)
+    nxd = root / "neuronx-distributed" / "src" / "neuronx_distributed"
+    nxd.mkdir(parents=True)
+    (nxd / "__init__.py").write_text("")
+    return root
+
+
+def test_a_plant_from_a_relative_source_links_neuronx_distributed_absolutely(tmp_path, monkeypatch):
+    fake_tree(tmp_path / "vendor")
+    monkeypatch.chdir(tmp_path)
+    planted = plant_tkg_slowdown(Path("vendor"), tmp_path / "deep" / "planted", 1.0)
+    link = planted / "neuronx-distributed" / "src"
+    assert link.is_symlink() and (link / "neuronx_distributed" / "__init__.py").is_file()
+
+
+def test_a_planted_crash_fails_one_process_and_then_runs_unchanged(tmp_path):
+    tree = plant_one_crash(fake_tree(tmp_path / "vendor"), tmp_path / "crash", tmp_path / "marker")
+    code = (tree / "neuronx-distributed-inference" / "src" / "neuronx_distributed_inference" / "models" /
+            "model_base.py").read_text()
+    body = code.split("def forward(self):\n", 1)[1].replace(ANCHOR, "")
+    step = textwrap.dedent(body)
+    with pytest.raises(RuntimeError, match="planted crash"):
+        exec(step, {})  # noqa: S102 - the planted lines themselves, as NxDI's forward runs them
+    assert not (tmp_path / "marker").exists()
+    exec(step, {})  # noqa: S102 - the second process: no marker, no crash
