@@ -108,9 +108,11 @@ class FigureChange:
         return self.state == UNRESOLVED
 
     def log_ratios(self) -> list[float]:
-        """Per pair, log(candidate / baseline) signed so that positive is worse (None: not positive)."""
+        """Per pair, log(candidate / baseline) signed so that positive is worse (NaN where a value is not
+        a positive number: such a figure is never decided, and ends unresolved)."""
         sign = 1.0 if self.direction == "max" else -1.0
-        return [sign * math.log(n / b) for b, n in zip(self.base, self.new)]
+        return [sign * math.log(n / b) if b > 0 and n > 0 and math.isfinite(b) and math.isfinite(n) else math.nan
+                for b, n in zip(self.base, self.new)]
 
     def series(self) -> Series:
         return Series(f"{self.benchmark} {self.metric}", tuple(zip(self.rounds, self.log_ratios())), self.tolerance,

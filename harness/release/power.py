@@ -127,7 +127,7 @@ def stream(source: Path, out: Path, triples: int, plant: float, busy: bool, runs
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     record: dict[str, Any] = {"source": str(source), "triples": [], "busy": busy, "plant_fraction": plant,
                               "runs": runs, "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                              "command": " ".join(sys.argv)}
+                              "command": "python -m harness.release.power " + " ".join(sys.argv[1:])}
     try:
         sides = {"A": Side("baseline", sys.executable, source.resolve())}
         sides["A2"] = Side("baseline-again", sys.executable, source.resolve())
@@ -205,7 +205,8 @@ def rates_table(noise: dict[str, Any], shift: float, sims: int) -> list[str]:
     """The issue's table for one stream: each design's A/A false alarms and catches of ``shift``."""
     lines = ["| design | noise model | A/A fails (3 figures) | mean pairs (A/A) | A/A fails (18 figures) | "
              f"+{100 * shift:g}% caught | mean pairs (+{100 * shift:g}%) |", "|---|---|---|---|---|---|---|"]
-    designs = [("sequential 4..16", Design())] + [(f"fixed {r}", Design(min_pairs=r, max_pairs=r)) for r in ROUNDS_TABLE]
+    designs = [("sequential 4..16", Design())]
+    designs += [(f"fixed {r}", Design(min_pairs=r, max_pairs=r)) for r in ROUNDS_TABLE]
     for label, design in designs:
         for model, draw in (("normal", normal(noise["sigma_aa"])), ("measured", resampled(noise["aa"]))):
             aa3 = simulate(design, draw, 0.0, 3, sims)
@@ -226,13 +227,15 @@ def resolves(sigma: float, sims: int, aim: float = 0.95) -> float | None:
 
 
 def analyse(folders: Sequence[Path], out: Path, sims: int, fixture: Path | None) -> str:
-    lines = [f"Measured {dt.date.today().isoformat()}; command: `{' '.join(sys.argv)}`", ""]
+    command = "python -m harness.release.power " + " ".join(sys.argv[1:])
+    lines = [f"Measured {dt.date.today().isoformat()}; command: `{command}`", ""]
     fixture_data: dict[str, Any] = {"schema": 1, "measured": dt.date.today().isoformat(), "streams": {}}
     for folder in folders:
         record = json.loads((folder / "stream.json").read_text())
         noise = noise_of(record)
         load = "one core kept busy" if noise["busy"] else "quiet"
-        lines += [f"### {folder.name}: {load}, {noise['pairs']} triples ({noise['started']} .. {noise['finished']})", "",
+        when = f"{noise['started']} .. {noise['finished']}"
+        lines += [f"### {folder.name}: {load}, {noise['pairs']} triples ({when})", "",
                   f"- sigma of a pair's log ratio (A/A): {100 * noise['sigma_aa']:.1f}% (95% bootstrap "
                   f"{100 * noise['sigma_aa_95'][0]:.1f}..{100 * noise['sigma_aa_95'][1]:.1f}%), per process "
                   f"{100 * noise['sigma_process']:.1f}%; mean {100 * noise['mean_aa']:+.1f}%",
@@ -244,7 +247,8 @@ def analyse(folders: Sequence[Path], out: Path, sims: int, fixture: Path | None)
                   f"{noise['corr_planted_vs_step']:+.2f}",
                   f"- lag-1 autocorrelation: A/A log ratios {noise['lag1_aa']:+.2f}, baseline steps "
                   f"{noise['lag1_baseline']:+.2f}; tails: {100 * noise['beyond_2sigma']:.0f}% beyond 2 sigma "
-                  f"(normal 4.6%), max |z| {noise['max_abs_z']:.1f}, excess kurtosis {noise['excess_kurtosis']:+.1f}", ""]
+                  f"(normal 4.6%), max |z| {noise['max_abs_z']:.1f}, excess kurtosis "
+                  f"{noise['excess_kurtosis']:+.1f}", ""]
         lines += rates_table(noise, 0.30, sims) + [""]
         blocks4 = walk(Design(min_pairs=4, max_pairs=4), noise["aa"])
         seq_aa, seq_ab = walk(Design(), noise["aa"]), walk(Design(), noise["planted"])
@@ -280,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("streams", type=Path, nargs="+", help="stream --out folders")
     a.add_argument("--out", type=Path, required=True, help="the markdown report")
     a.add_argument("--sims", type=int, default=2000, help="simulated checks per cell (default 2000)")
-    a.add_argument("--fixture", type=Path, help="also write the measured noise here (fixtures/release/noise.json)")
+    a.add_argument("--fixture", type=Path,
+                   help="also write the measured noise here (fixtures/release/noise.json)")
     args = parser.parse_args(argv)
     if args.command == "stream":
         if args.triples < 1 or not 0 < args.plant < 10:

@@ -7,8 +7,8 @@ neuron or dna"``, JUnit XML), then the perf job in fresh processes, one pair of 
 interleaved A B, B A, A B... so that drift on the machine hits both sides alike. Pairs are added until
 the sequential rule (``harness.core.sequential``) has decided every gated figure, between the
 design's minimum and maximum; round ``k`` of one side is only ever compared with round ``k`` of the
-other, and a round that left nothing is recorded with its error, never skipped over. In CPU mode each process runs
-torch on one thread and pytest-benchmark times with ``time.process_time``: a busy neighbour
+other, and a round that left nothing is recorded with its error, never skipped over. In CPU mode each
+process runs torch on one thread and pytest-benchmark times with ``time.process_time``: a busy neighbour
 disturbs process CPU time less than wall time. Compiled artifacts (on a device) are built once per
 side into the shared cache (their keys differ by NxDI build) and reused by every later round.
 """
