@@ -277,6 +277,8 @@ def cannot_run(side: SideReport) -> list[str]:
     tests (an NxDI build that cannot compile, load or generate fails every engine test alike)."""
     reasons = list(side.session_errors)
     for test, outcome in side.outcomes.items():
+        if test.endswith(" (perf)"):
+            continue  # one perf round's failure is that round's (a lost pair, or a reason), not the side's
         if outcome.outcome in ("error", "failed") and "BackendError" in outcome.message:
             reasons.append(outcome.message.split("BackendError: ", 1)[-1].rstrip('"') + f" (first seen in {test})")
             break
@@ -434,13 +436,12 @@ def judge(baseline: SideReport, candidate: SideReport, tolerances: Tolerances, c
 
 
 def still_open(baseline: SideReport, candidate: SideReport, tolerances: Tolerances, design: Design,
-               confidence: float = CONFIDENCE) -> list[str]:
-    """The gated figures no look has decided yet (the check adds a pair while any is open), or a
-    reason that makes more pairs pointless (the candidate already failed to produce a round)."""
+               confidence: float = CONFIDENCE) -> tuple[list[str], list[str]]:
+    """The gated figures no look has decided yet (the check adds a pair while any is open), and the
+    reasons that already fail the check (the candidate did not produce a round: more pairs cannot
+    change the verdict)."""
     pairing = judge(baseline, candidate, tolerances, confidence, design, final=False)
-    if pairing.reasons:
-        return []
-    return [f"{f.benchmark} {f.metric}" for f in pairing.figures if f.gated and f.state == OPEN]
+    return [f"{f.benchmark} {f.metric}" for f in pairing.figures if f.gated and f.state == OPEN], pairing.reasons
 
 
 def decide(baseline: SideReport, candidate: SideReport, tolerances: Tolerances | None = None,

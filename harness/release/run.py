@@ -253,10 +253,13 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
     for k in range(1, 0 if blocked else design.max_pairs + 1):
         lines = [run_round(plan, side, k, reports[side.name], timeout) for side in (sides if k % 2 else sides[::-1])]
         progress(f"pair {k} (at most {design.max_pairs}): " + "; ".join(lines))
+        open_figures, failing = still_open(reports[plan.baseline.name], reports[plan.candidate.name], tolerances,
+                                           design, confidence)
+        if failing:
+            progress(f"stopping after {k} pairs: {failing[0]}")
+            break
         if k < design.min_pairs:
             continue
-        open_figures = still_open(reports[plan.baseline.name], reports[plan.candidate.name], tolerances, design,
-                                  confidence)
         if not open_figures:
             progress(f"every gated figure decided after {k} pairs")
             break

@@ -236,6 +236,20 @@ def test_compile_time_is_gated_where_both_sides_compiled_and_said_not_measured_o
 
 def test_the_check_goes_on_while_a_figure_is_open():
     noisy = side("baseline", [17.0, 17.0, 17.0, 17.0]), side("candidate", [25.0, 12.0, 24.0, 13.0])
-    assert still_open(*noisy, Tolerances(default=0.05), Design()) == [f"{TKG} tkg_ms_p50"]
+    assert still_open(*noisy, Tolerances(default=0.05), Design()) == ([f"{TKG} tkg_ms_p50"], [])
     assert still_open(side("baseline", [17.0] * 4), side("candidate", [17.0] * 4), Tolerances(default=0.05),
-                      Design()) == []
+                      Design()) == ([], [])
+    lost = side("candidate", [17.0] * 4)
+    del lost.rounds[1]
+    assert still_open(side("baseline", [17.0] * 4), lost, Tolerances(default=0.05), Design())[1] == [
+        "the candidate's perf round 1 produced no results (no error recorded)"]
+
+
+def test_a_failed_perf_round_is_that_rounds_problem_not_the_sides():
+    """A perf round whose engine failed to generate (a crash in one process) loses that round; the
+    side can still run, so a baseline so hit is not refused and a candidate fails on the round."""
+    error = 'failed on setup with "harness.core.errors.BackendError: the installed NxDI build cannot generate"'
+    base = side("baseline", [17.0] * 4, outcomes={f"{TKG} (perf)": CaseOutcome("error", error)})
+    assert cannot_run(base) == []
+    base.outcomes["tests/compat/test_neuron.py::test_x"] = CaseOutcome("error", error)
+    assert cannot_run(base)[0].startswith("the installed NxDI build cannot generate")
