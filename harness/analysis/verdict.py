@@ -169,10 +169,13 @@ class SideReport:
         return sorted(set(self.ran) | set(self.rounds))
 
     def why(self, k: int, test: str | None = None) -> str:
-        """Why round ``k`` left nothing (for ``test``): the test's own failure, else the process's."""
-        outcome = (self.round_outcomes.get(k) or {}).get(test) if test else None
-        if outcome is not None and outcome.outcome in ("failed", "error") and outcome.message:
-            return f"{outcome.outcome}: {outcome.message.strip().splitlines()[0][:200]}"
+        """Why round ``k`` left nothing (for ``test``): the test's own failure (for the whole round, its
+        first failed test's), else the process's last error line."""
+        outcomes = self.round_outcomes.get(k) or {}
+        failed = [o for t, o in outcomes.items() if (test is None or t == test)
+                  and o.outcome in ("failed", "error") and o.message]
+        if failed:
+            return f"{failed[0].outcome}: {failed[0].message.strip().splitlines()[0][:240]}"
         return self.round_errors.get(k) or "no error recorded"
 
 

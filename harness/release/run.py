@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -149,10 +150,16 @@ def probe_side(plan: CheckPlan, side: Side) -> dict[str, Any]:
     return info
 
 
+# a pytest usage error, or an exception's message: not a traceback's "file:line: Error" nor the harness's
+# informational "carbon-harness: ..." lines
+ERROR_LINE = re.compile(r"^ERROR: carbon-harness:|\w(Error|Exception): ")
+
+
 def last_error_line(log_text: str) -> str:
     lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
-    line = next((ln for ln in reversed(lines) if "carbon-harness:" in ln or "Error" in ln), lines[-1] if lines else "")
-    return line.removeprefix("ERROR: ")
+    line = next((ln for ln in reversed(lines) if ERROR_LINE.search(ln)), None)
+    line = line or next((ln for ln in reversed(lines) if "Error" in ln), lines[-1] if lines else "")
+    return line.removeprefix("ERROR: ").removeprefix("E ").strip()
 
 
 def session_error(rc: int, log_text: str, what: str) -> str | None:

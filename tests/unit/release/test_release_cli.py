@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.release.plant import ANCHOR, PlantError, plant_one_crash, plant_tkg_slowdown
+from harness.release.run import last_error_line
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.unit
@@ -105,3 +106,14 @@ def test_a_planted_crash_fails_one_process_and_then_runs_unchanged(tmp_path):
         exec(step, {})  # noqa: S102 - the planted lines themselves, as NxDI's forward runs them
     assert not (tmp_path / "marker").exists()
     exec(step, {})  # noqa: S102 - the second process: no marker, no crash
+
+
+@pytest.mark.parametrize("log, line", [
+    ("E   RuntimeError: planted crash\nharness/backends/neuron/engine.py:132: BackendError\n"
+     "carbon-harness: gates: 0 figures gated (0 passed, 0 failed)\n", "RuntimeError: planted crash"),
+    ("collecting\nERROR: carbon-harness: --carbon-nxdi-source /x is not a directory\n",
+     "carbon-harness: --carbon-nxdi-source /x is not a directory"),
+    ("nothing went wrong here\nlast line\n", "last line"),
+])
+def test_a_rounds_error_line_is_the_message_not_the_traceback_location(log, line):
+    assert last_error_line(log) == line
