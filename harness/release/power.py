@@ -57,6 +57,23 @@ Draw = Callable[[np.random.Generator, tuple[int, int]], np.ndarray]
 # The rule at a given noise
 # ----------------------------------------------------------------------------------------------
 
+def stopped(logs: Sequence[Sequence[float]], design: Design, tolerance: float) -> tuple[list[Any], int]:
+    """One check on per-figure log ratios (pair ``k`` is round ``k``), stopped as a release check stops:
+    at the first look where every figure is decided, or at the last look the pairs reach (final only
+    at the design's cap, so a stretch cut short by the stream's end stays open). Returns the decisions
+    and the pairs taken."""
+    available = min(len(row) for row in logs)
+    decisions: list[Any] = []
+    n = 0
+    for n in (look for look in design.looks if look <= available):
+        series = [Series(f"f{i}", tuple((k + 1, float(x)) for k, x in enumerate(row[:n])), tolerance)
+                  for i, row in enumerate(logs)]
+        decisions = decide(series, design, n, final=n >= design.max_pairs)
+        if settled(decisions):
+            break
+    return decisions, n
+
+
 def simulate(design: Design, draw: Draw, shift: float, figures: int = 1, sims: int = 2000, seed: int = 0,
              tolerance: float = DEFAULT_TOLERANCE) -> dict[str, float]:
     """Run ``sims`` checks of ``figures`` independent gated figures whose per-pair log ratios are
@@ -68,12 +85,7 @@ def simulate(design: Design, draw: Draw, shift: float, figures: int = 1, sims: i
     pairs: list[int] = []
     for _ in range(sims):
         logs = draw(rng, (figures, design.max_pairs)) + math.log1p(shift)
-        for n in design.looks:
-            series = [Series(f"f{i}", tuple((k + 1, float(x)) for k, x in enumerate(logs[i, :n])), tolerance)
-                      for i in range(figures)]
-            decisions = decide(series, design, n)
-            if settled(decisions):
-                break
+        decisions, n = stopped([list(row) for row in logs], design, tolerance)
         failed += any(d.state in (FAIL, UNRESOLVED) for d in decisions)
         on_figure += any(d.state == FAIL for d in decisions)
         pairs.append(n)
@@ -96,13 +108,7 @@ def walk(design: Design, logs: Sequence[float], tolerance: float = DEFAULT_TOLER
     out, start = [], 0
     while start + design.min_pairs <= len(logs):
         chunk = logs[start:start + design.max_pairs]
-        for n in design.looks:
-            if n > len(chunk):
-                break
-            decisions = decide([Series("f", tuple((k + 1, x) for k, x in enumerate(chunk[:n])), tolerance)],
-                               design, n, final=n >= design.max_pairs)
-            if settled(decisions):
-                break
+        decisions, n = stopped([list(chunk)], design, tolerance)
         state = decisions[0].state
         out.append(("open (stream ended)" if state == OPEN else state, n))
         start += n
