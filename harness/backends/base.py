@@ -9,6 +9,7 @@ and FNS work.
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,41 @@ class GenerationResult(GeneratedTokens):
 
 
 @dataclass(frozen=True)
+class ScoredToken:
+    """One teacher-forced position: the log-probability of the token that stands there, and the
+    ``k`` most likely tokens with theirs (descending), all given the tokens before it. This is what
+    every stack can return alike (a server's prompt logprobs, NxDI's or transformers' logits), so the
+    release check's output contract is written in it."""
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...]
+
+    @property
+    def margin(self) -> float:
+        """top-1 minus top-2 log-probability: how close the greedy choice was to a tie."""
+        return self.top[0][1] - self.top[1][1] if len(self.top) > 1 else math.inf
+
+    def to_list(self) -> list:
+        return [self.token, self.logprob, [list(t) for t in self.top]]
+
+    @classmethod
+    def from_list(cls, row: Sequence) -> "ScoredToken":
+        token, logprob, top = row
+        return cls(int(token), float(logprob), tuple((int(i), float(v)) for i, v in top))
+
+
+def scored_from_logits(logits: torch.Tensor, tokens: Sequence[int], top_k: int) -> list[ScoredToken]:
+    """``ScoredToken`` rows from logits ``[N, V]`` predicting ``tokens`` (log-softmax in float64, so
+    the reference's rounding is not the side's)."""
+    lp = torch.log_softmax(logits.double(), dim=-1)
+    values, ids = lp.topk(top_k, dim=-1)
+    return [ScoredToken(int(t), float(lp[i, int(t)]),
+                        tuple((int(j), float(v)) for j, v in zip(ids[i].tolist(), values[i].tolist())))
+            for i, t in enumerate(tokens)]
+
+
+@dataclass(frozen=True)
 class EngineInfo:
     """What an engine runs on: carried into every benchmark's extra_info."""
 
@@ -144,6 +180,13 @@ class Engine(abc.ABC):
         logits = self.logits(Batch.from_ids(rows))
         n = continuation.shape[1]
         return torch.cat([logits[i, lengths[i] - 1: lengths[i] - 1 + n] for i in range(len(rows))])
+
+    def scored(self, prompt: Sequence[int], continuation: Sequence[int], top_k: int = 2) -> list[ScoredToken]:
+        """Teacher-forced: for each token of ``continuation``, its log-probability and the top ``top_k``
+        given ``prompt`` and the continuation before it. This default reads ``continuation_logits``; a
+        server answers from its prompt logprobs."""
+        logits = self.continuation_logits(Batch.from_ids([list(prompt)]), torch.tensor([list(continuation)]))
+        return scored_from_logits(logits, continuation, top_k)
 
     @property
     def steps_left(self) -> int:

@@ -7,9 +7,11 @@ right-padded rows get their own position ids, so every row generates what it wou
 
 from __future__ import annotations
 
+import json
 import time
 import weakref
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -61,6 +63,15 @@ def default_dtype(device: torch.device) -> str:
 _LOADED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
+def engine_config(model: Any) -> dict[str, Any]:
+    """The loaded model's config and generation config as transformers serializes them (defaults
+    included), for a release check's config drift."""
+    generation = getattr(model, "generation_config", None)
+    out = {"model_config": model.config.to_dict(),
+           "generation_config": generation.to_dict() if generation is not None else None}
+    return json.loads(json.dumps(out, default=repr))
+
+
 class HFEngine(Engine):
     def __init__(self, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",
                  dtype: str = "auto", share_weights: bool = True) -> None:
@@ -85,7 +96,8 @@ class HFEngine(Engine):
         load_s = time.perf_counter() - start
         self.info = EngineInfo("hf", model_name, str(checkpoint), shape.name, str(self.device), dtype, load_s,
                                extra={"attn_implementation": getattr(self.model.config, "_attn_implementation", None),
-                                      "shared_weights": shared, "torch_threads": torch.get_num_threads()})
+                                      "shared_weights": shared, "torch_threads": torch.get_num_threads(),
+                                      "engine_config": engine_config(self.model)})
         self.reset()
 
     # -- helpers ----------------------------------------------------------------------------

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 
 import torch
 
-from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector
+from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, ScoredToken, Selector
 from harness.core.errors import BackendCannot
 from harness.core.spec import SCORING_SHAPES, RunShape
 from harness.core.vocab import NUM_KMERS
@@ -20,6 +21,7 @@ from harness.serving.client import (
     ServingError,
     _aiohttp,
     client_session,
+    fetch_prompt_logprobs,
     resolve_endpoint,
     run_async,
     stream_completion,
@@ -39,7 +41,8 @@ class OpenAIEngine(Engine):
     neuron scoring build."""
 
     def __init__(self, endpoint: Endpoint | ScoringEndpoint, shape: RunShape, model_name: str,
-                 checkpoint: str = "") -> None:
+                 checkpoint: str = "", dtype: str = "server") -> None:
+        """``dtype``: the server's, where the run states it (--carbon-dtype); "server" where unknown."""
         _aiohttp()
         start = time.perf_counter()
         self.scoring_only = shape.name in SCORING_SHAPES
@@ -52,7 +55,7 @@ class OpenAIEngine(Engine):
         if self.scoring_only:
             extra.update(build="scoring", scoring=self.scoring.describe())
         self.info = EngineInfo("openai", model_name, checkpoint, shape.name, device=self.endpoint.url,
-                               dtype="server", load_s=time.perf_counter() - start, extra=extra)
+                               dtype=dtype, load_s=time.perf_counter() - start, extra=extra)
 
     def _refuse_generation(self) -> None:
         if self.scoring_only:
@@ -94,6 +97,28 @@ class OpenAIEngine(Engine):
     def logits(self, batch: Batch) -> torch.Tensor:
         raise BackendCannot("a server returns top-k logprobs, not full-vocabulary logits: scoring reads "
                             "kmer_logits (the 6-mer log-probabilities at every position)")
+
+    def scored(self, prompt: Sequence[int], continuation: Sequence[int], top_k: int = 2) -> list[ScoredToken]:
+        """The server's prompt logprobs of prompt + continuation, at the continuation's positions (vLLM
+        returns each position's own token beside its top ``top_k``)."""
+        self._refuse_generation()
+        ids = [*map(int, prompt), *map(int, continuation)]
+
+        async def go() -> list:
+            async with client_session(self.endpoint) as http:
+                return await fetch_prompt_logprobs(http, self.endpoint, ids, top_k)
+
+        rows = run_async(go())
+        out = []
+        for position in range(len(prompt), len(ids)):
+            row = rows[position] or {}
+            token = ids[position]
+            if token not in row or len(row) < top_k:
+                raise ServingError(f"{self.endpoint.url} returned {len(row)} prompt logprobs at position {position}, "
+                                   f"without the token there or fewer than the top {top_k}")
+            top = tuple(sorted(row.items(), key=lambda kv: -kv[1])[:top_k])
+            out.append(ScoredToken(token, row[token], top))
+        return out
 
     def kmer_logits(self, batch: Batch) -> torch.Tensor:
         """The 6-mer log-probabilities ``[B, T, 4096]`` at every position of the prompts: the 6-mer logits

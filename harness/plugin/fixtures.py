@@ -56,6 +56,17 @@ def carbon_engine(carbon_session: Session, carbon_model: ModelRef, carbon_shape:
 
 
 @pytest.fixture
+def carbon_generator(carbon_session: Session, carbon_model: ModelRef, carbon_shape: RunShape) -> Engine:
+    """The session's engine for this test's model and shape where only generation and scoring are asked
+    of it: on every backend, a server included (its static batch goes as concurrent requests)."""
+    if carbon_shape.name in SCORING_SHAPES:
+        pytest.skip(f"{carbon_shape.name!r} is a scoring shape: it generates nothing")
+    engine = carbon_session.engine(carbon_model, carbon_shape)
+    engine.reset()
+    return engine
+
+
+@pytest.fixture
 def carbon_engine_for(carbon_session: Session, carbon_model: ModelRef) -> Callable[[str], Engine]:
     """The session's engine for this test's model at a named shape (the suites have their own; a server
     runs only the scoring shapes, which time no static-batch step)."""

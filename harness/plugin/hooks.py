@@ -39,7 +39,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group.addoption("--carbon-shape", action="append", dest="carbon_shapes", metavar="NAME",
                     help="repeatable: smoke, report-bs1 (the defaults), a100-style-bs16, dna-suite-bs1")
     group.addoption("--carbon-device", default="auto", help="hf backend: auto, cpu, cuda or cuda:N")
-    group.addoption("--carbon-dtype", default="auto", help="hf backend: auto (bf16 on GPU, fp32 on CPU), bf16, fp32")
+    group.addoption("--carbon-dtype", default="auto", help="hf backend: auto (bf16 on GPU, fp32 on CPU), bf16, fp32; openai: the "
+                    "server's dtype, for the output contract's tolerance (auto: fp32 for a server --carbon-serve "
+                    "starts, else unknown)")
     group.addoption("--carbon-cache-dir", metavar="DIR", default=os.environ.get(CACHE_DIR_ENV, "~/.cache/carbon-harness"),
                     help=f"built checkpoints and compiled artifacts, reused across sessions (env: {CACHE_DIR_ENV})")
     group.addoption("--carbon-thresholds", action="append", metavar="FILE",
@@ -76,6 +78,12 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                     help="an OpenAI-compatible server (vLLM, vLLM-neuron, SGLang) to benchmark, e.g. "
                          "http://127.0.0.1:8000; its API key comes from $CARBON_API_KEY")
     group.addoption("--carbon-served-model", metavar="NAME", help="the model name the server serves (default: its only one)")
+    group.addoption("--carbon-contract-out", metavar="DIR",
+                    help="the output contract's test (-m contract) writes this side's greedy tokens and scored "
+                         "log-probabilities here, contract-MODEL-SHAPE.json (release-check reads them)")
+    group.addoption("--carbon-contract-reference", metavar="DIR",
+                    help="the reference's contracts (the fp32 transformers run, as --carbon-contract-out wrote them) "
+                         "whose greedy tokens this side scores too")
     group.addoption("--carbon-serve", metavar="SERVER",
                     help="vllm: start a vLLM server on the first --carbon-model for the session (needs vllm installed)")
     group.addoption("--carbon-workload", action="append", dest="carbon_workloads", metavar="NAME",

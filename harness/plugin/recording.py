@@ -84,7 +84,8 @@ def engine_context(engine: Engine, hardware: str, batch: Batch, new_tokens: int)
                "device": info.device, "dtype": info.dtype, "load_s": info.load_s}
     if info.compile_s is not None:
         context["compile_s"] = info.compile_s
-    context.update(info.extra)
+    # the engine's whole configuration goes once into the run manifest's engines, not into every benchmark
+    context.update({k: v for k, v in info.extra.items() if k != "engine_config"})
     return context
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from harness.analysis.compare import Tolerances, load_tolerances
 from harness.analysis.verdict import DEFAULT_TOLERANCE, merge, merged_markdown
 from harness.core.options import (
+    parse_endpoint as parse_endpoint_url,
     parse_confidence,
     parse_model,
     parse_nonempty_path,
@@ -24,6 +25,7 @@ from harness.core.sequential import Design
 from harness.core.storage import atomic_write_json, atomic_write_text
 from harness.release.run import CONFORMANCE_MARKERS, CheckPlan, ReleaseCheckError, Side, run_check
 
+BACKENDS = ("neuron", "hf", "openai")
 MIN_ROUNDS = 3  # a between-round interval needs at least two degrees of freedom to mean anything
 # The sequential design's defaults (harness.core.sequential; README "Gate power": what they resolve at
 # the noise measured on a 2-core CPU box, quiet and loaded).
@@ -70,8 +72,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                              "a candidate environment, perf rounds interleaved, one verdict")
     p.add_argument("--baseline-python", metavar="PY", help="interpreter of the environment with the current release")
     p.add_argument("--candidate-python", metavar="PY", help="interpreter of the environment with the candidate release")
+    p.add_argument("--backend", choices=BACKENDS, default="neuron",
+                   help="both sides' stack: neuron (NxDI), hf (transformers), openai (a vLLM server: started with "
+                        "each side's own interpreter, or the team's at --*-endpoint); default neuron")
+    for name in ("baseline", "candidate"):
+        p.add_argument(f"--{name}-backend", choices=BACKENDS, help=f"the {name}'s stack, where the sides differ (a "
+                                                                   "migration: --baseline-backend neuron "
+                                                                   "--candidate-backend openai)")
+        p.add_argument(f"--{name}-endpoint", type=parse_endpoint, metavar="URL",
+                       help=f"an openai {name}: the server the team runs (the check then starts none)")
+        p.add_argument(f"--{name}-env", type=parse_env, action="append", metavar="NAME=VALUE",
+                       help=f"repeatable: an environment variable for the {name}'s processes (its server included)")
     p.add_argument("--neuron-cpu", action="store_true",
-                   help="run both sides in NxDI's CPU mode, from two NxDI source trees (no Trainium needed)")
+                   help="run the neuron side(s) in NxDI's CPU mode, from NxDI source trees (no Trainium needed), "
+                        "each in --*-python if given, else this interpreter")
+    p.add_argument("--serve-arg", action="append", dest="serve_args", metavar="=ARG",
+                   help="repeatable, as --serve-arg=--enforce-eager: added to the vLLM servers the check starts, "
+                        "both sides alike (the team's flags; README: the shape's vllm serve flags)")
     p.add_argument("--baseline-nxdi-source", type=Path, metavar="DIR",
                    help="with --neuron-cpu: a tree with neuronx-distributed-inference/src and neuronx-distributed/src")
     p.add_argument("--candidate-nxdi-source", type=Path, metavar="DIR", help="with --neuron-cpu: the candidate's tree")
@@ -123,38 +140,64 @@ def _check_out(out: Path, force: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def sides(args: argparse.Namespace) -> tuple[Side, Side]:
-    if args.neuron_cpu:
-        if args.baseline_python or args.candidate_python:
-            raise ReleaseCheckError("--neuron-cpu runs both sides from NxDI source trees with this interpreter: give "
-                                    "--baseline-nxdi-source and --candidate-nxdi-source, not --*-python")
-        out = []
-        for name in ("baseline", "candidate"):
-            source = getattr(args, f"{name}_nxdi_source")
-            if source is None:
-                raise ReleaseCheckError(f"--neuron-cpu needs --{name}-nxdi-source DIR (an NxDI source tree)")
-            from harness.backends.neuron.stubs import NeuronImportError, source_roots
+def parse_env(value: str) -> tuple[str, str]:
+    key, sep, val = value.partition("=")
+    if not sep or not key or not key.replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(f"{value!r}: give NAME=VALUE (an environment variable for that side)")
+    return key, val
 
-            try:
-                source_roots(source)
-            except NeuronImportError as exc:
-                raise ReleaseCheckError(str(exc).replace("--carbon-nxdi-source", f"--{name}-nxdi-source")) from None
-            out.append(Side(name, sys.executable, source.expanduser().resolve()))
-        return out[0], out[1]
-    if args.baseline_nxdi_source or args.candidate_nxdi_source:
-        raise ReleaseCheckError("--*-nxdi-source needs --neuron-cpu (on a device, each side is an environment: "
-                                "--baseline-python / --candidate-python)")
-    pythons = []
-    for name in ("baseline", "candidate"):
-        python = getattr(args, f"{name}_python")
-        if not python:
-            raise ReleaseCheckError(f"give --{name}-python PY (the interpreter of the {name} release's environment), "
-                                    "or --neuron-cpu with two NxDI source trees")
-        found = shutil.which(python)
-        if found is None:
+
+def parse_endpoint(value: str) -> str:
+    try:
+        return parse_endpoint_url(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("--carbon-endpoint ", "")) from None
+
+
+def side_of(args: argparse.Namespace, name: str) -> Side:
+    """One side from its options: the backend (``--{name}-backend``, else ``--backend``), the
+    environment (``--{name}-python``, or in NxDI's CPU mode an NxDI tree run by this interpreter), a
+    served side's endpoint, its own variables."""
+    backend = getattr(args, f"{name}_backend") or args.backend
+    python, source, endpoint = (getattr(args, f"{name}_{k}") for k in ("python", "nxdi_source", "endpoint"))
+    env = tuple(getattr(args, f"{name}_env") or ())
+    if source is not None and not (args.neuron_cpu and backend == "neuron"):
+        raise ReleaseCheckError(f"--{name}-nxdi-source runs an NxDI tree in NxDI's CPU mode: it needs --neuron-cpu and "
+                                f"the neuron backend on the {name} (it is {backend}); on a device each side is an "
+                                f"environment: --{name}-python")
+    if endpoint is not None and backend != "openai":
+        raise ReleaseCheckError(f"--{name}-endpoint is a served side's server: it needs --{name}-backend openai "
+                                f"(the {name} is {backend})")
+    if backend == "neuron" and args.neuron_cpu:
+        interpreter = shutil.which(python) if python else sys.executable  # default: this one
+        if interpreter is None:
             raise ReleaseCheckError(f"--{name}-python {python}: no such executable")
-        pythons.append(Side(name, found))
-    return pythons[0], pythons[1]
+        if source is None:
+            raise ReleaseCheckError(f"--neuron-cpu needs --{name}-nxdi-source DIR (an NxDI source tree)")
+        from harness.backends.neuron.stubs import NeuronImportError, source_roots
+
+        try:
+            source_roots(source)
+        except NeuronImportError as exc:
+            raise ReleaseCheckError(str(exc).replace("--carbon-nxdi-source", f"--{name}-nxdi-source")) from None
+        return Side(name, interpreter, source.expanduser().resolve(), backend, env=env)
+    if not python:
+        if backend == "openai" and endpoint is not None:
+            python = sys.executable  # the client side only: the team runs the server
+        else:
+            what = "whose vLLM starts its server" if backend == "openai" else f"with the {name} release"
+            raise ReleaseCheckError(f"give --{name}-python PY (the interpreter of the environment {what})"
+                                    + (f", or --{name}-endpoint URL of a server the team runs" if backend == "openai"
+                                       else ", or --neuron-cpu with two NxDI source trees" if backend == "neuron"
+                                       else ""))
+    found = shutil.which(python)
+    if found is None:
+        raise ReleaseCheckError(f"--{name}-python {python}: no such executable")
+    return Side(name, found, None, backend, endpoint=endpoint, env=env)
+
+
+def sides(args: argparse.Namespace) -> tuple[Side, Side]:
+    return side_of(args, "baseline"), side_of(args, "candidate")
 
 
 def cmd_release_check(args: argparse.Namespace) -> int:
@@ -173,7 +216,8 @@ def cmd_release_check(args: argparse.Namespace) -> int:
                      shapes=tuple(args.shapes or ("smoke",)), design=design, runs=args.runs,
                      cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else None, cpu=args.neuron_cpu,
                      model_root=args.model_root, conformance=not args.no_conformance,
-                     conformance_markers=args.conformance_markers, perf_select=args.perf_select)
+                     conformance_markers=args.conformance_markers, perf_select=args.perf_select,
+                     serve_args=tuple(args.serve_args or ()))
     verdict = run_check(plan, tolerances, args.confidence)
     print(verdict.markdown())
     print(f"release-check: {verdict.word} in {verdict.wall_s:.0f} s; evidence in {args.out}", file=sys.stderr)

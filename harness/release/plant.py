@@ -65,3 +65,94 @@ def plant_one_crash(source: Path, dest: Path, marker: Path) -> Path:
              f"                _planted_os.remove({str(marker)!r})\n"
              "                raise RuntimeError('planted crash: this process fails once')\n")
     return _plant(source, dest, crash)
+
+
+# ----------------------------------------------------------------------------------------------
+# Plants in a served side's vLLM: a sitecustomize on that side's PYTHONPATH (--candidate-env), so they
+# reach its server and the engine-core processes it spawns, and nothing else on the machine.
+# ----------------------------------------------------------------------------------------------
+
+SERVED_HOOK = '''"""Planted by carbon-harness (harness.release.plant) in this side's vLLM only: {what}."""
+import importlib.abc
+import importlib.util
+import sys
+
+TARGET = {target!r}
+
+
+def _patch(module):
+{patch}
+
+
+class _Plant(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != TARGET:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module, run=run):
+            run(module)
+            _patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _Plant())
+'''
+
+SLOW_STEP = '''    import time
+
+    runner = module.GPUModelRunner
+    original = runner.execute_model
+
+    def execute_model(self, *args, **kwargs):
+        end = time.perf_counter() + {seconds!r}
+        while time.perf_counter() < end:
+            pass
+        return original(self, *args, **kwargs)
+
+    runner.execute_model = execute_model'''
+
+PERTURB = '''    import torch
+
+    runner = module.CPUModelRunner
+    original = runner.load_model
+
+    def load_model(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        head = self.model.lm_head.weight
+        noise = torch.randn(head.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float32)
+        with torch.no_grad():
+            head.add_({scale!r} * head.float().std() * noise.to(head.dtype))
+
+    runner.load_model = load_model'''
+
+
+def _served_plant(dest: Path, what: str, target: str, patch: str) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "sitecustomize.py").write_text(SERVED_HOOK.format(what=what, target=target, patch=patch))
+    return dest
+
+
+def plant_served_step_slowdown(dest: Path, extra_ms: float) -> Path:
+    """A directory whose ``sitecustomize`` makes every step of vLLM's model runner spin ``extra_ms``
+    of CPU time before it runs (every decode step: a per-token slowdown). Give it as the side's
+    ``PYTHONPATH``."""
+    return _served_plant(dest, f"every model-runner step spins {extra_ms:g} ms first",
+                         "vllm.v1.worker.gpu_model_runner", SLOW_STEP.format(seconds=extra_ms / 1000.0))
+
+
+def plant_served_weight_noise(dest: Path, scale: float = 0.5) -> Path:
+    """A directory whose ``sitecustomize`` adds seeded noise (``scale`` x the weights' std) to the served
+    model's LM head once vLLM's CPU model runner has loaded it: wrong tokens from the same checkpoint
+    files, as a loader bug would give."""
+    return _served_plant(dest, f"the LM head gets N(0, ({scale:g} std)^2) noise after loading",
+                         "vllm.v1.worker.cpu_model_runner", PERTURB.format(scale=scale))

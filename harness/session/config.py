@@ -147,6 +147,9 @@ def check_device_dtype(backend: str, device: str, dtype: str) -> None:
         raise ValueError("--carbon-device '' is empty; expected auto, cpu, cuda or cuda:N")
     if not str(dtype).strip():
         raise ValueError("--carbon-dtype '' is empty; expected auto, bf16, fp16 or fp32")
+    if backend == "openai" and dtype not in ("auto", "bf16", "fp16", "fp32"):
+        raise ValueError(f"--carbon-dtype {dtype!r}: with --carbon-backend openai it states the server's dtype; "
+                         "expected auto (unknown), bf16, fp16 or fp32")
     if backend == "hf":
         from harness.backends.hf import DTYPES, resolve_device
 

@@ -127,7 +127,9 @@ class Session:
 
     def _make_engine(self, path: Path, shape: RunShape, label: str) -> Engine:
         cfg = self.config
-        return make_engine(cfg.backend, path, shape, label, device=cfg.device, dtype=cfg.dtype, cache_dir=cfg.cache_dir,
+        # a server this session starts runs --dtype float32 (harness.serving.server)
+        dtype = "fp32" if cfg.backend == "openai" and cfg.serve == "vllm" and cfg.dtype == "auto" else cfg.dtype
+        return make_engine(cfg.backend, path, shape, label, device=cfg.device, dtype=dtype, cache_dir=cfg.cache_dir,
                            variants=cfg.variants, hardware=cfg.hardware_name, neuron_cpu=cfg.neuron_cpu,
                            nxdi_source=cfg.nxdi_source, endpoint=self._endpoint_for(path, shape))
 
@@ -149,6 +151,7 @@ class Session:
         engine = self._make_engine(path, shape, ref.label)
         self.load_log.append({"model": ref.label, "shape": shape.name, "load_s": engine.info.load_s,
                               "compile_s": engine.info.compile_s, "compile": engine.info.extra.get("compile"),
+                              "dtype": engine.info.dtype, "config": engine.info.extra.get("engine_config"),
                               "total_s": time.perf_counter() - start})
         self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s")
         return engine

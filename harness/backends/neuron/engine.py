@@ -259,6 +259,9 @@ class NeuronEngine(Engine):
                                  # both sides compiled in the same round
                                  "compile": "none (CPU mode)" if cpu else "compiled" if compile_s is not None
                                             else "cache hit"}
+        # NxDI's own serialization of what it built (NeuronConfig, OnDeviceSamplingConfig, the model's
+        # config), defaults included: a release check lists every field that differs between two sides
+        extra["engine_config"] = json.loads(self.model.config.to_json_string())
         if planned is not None:
             extra["attention_sharding_planned"] = planned.strategy
             mismatch = check_sharding(planned, self.sharding_log)

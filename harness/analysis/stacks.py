@@ -1,0 +1,161 @@
+"""What two stacks can be compared on: the figures both measure alike, and the configuration each ran.
+
+A release check's sides may run different stacks (NxDI in-process, transformers, a vLLM server): a
+migration from NxDI to vLLM Neuron is the check AWS asks every Trn2 team to make. A figure is gated
+only where both sides measure the same thing:
+
+- same stack, not served: the engine's own steps, as a single-stack check always gated them (CTE and
+  TKG p50 of their own timed rounds, else a benchmark's median round);
+- a served side on either end: the static batch of the shape sent at once (``test_e2e``) and read as a
+  client reads it, under vLLM's serving names (``harness.analysis.figures.static_batch_serving_figures``):
+  time to first token and time per output token are gated, end-to-end latency and throughput reported.
+
+Figures whose meaning is the stack's own (CTE / TKG sub-steps, the roofline fraction) keep their names,
+and across stacks are shown per side, never paired.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SERVED = "openai"
+SERVED_GATED = ("median_ttft_ms", "median_tpot_ms")
+# figures whose definition is a stack's own: paired only between sides of the same stack
+STACK_SPECIFIC = ("cte_ms_", "tkg_ms_", "tkg_roofline_fraction", "hbm_")
+
+# How each stack measures the compared figures (shown in the verdict).
+MEASURED_BY = {
+    "median_ttft_ms": {"neuron": "the CTE sub-model's forward (incl. the first token) inside generate(), in-process",
+                    "hf": "the prefill forward (incl. the first token) inside generate(), in-process",
+                    "openai": "request sent to first streamed token, on the client's clock (HTTP included)"},
+    "median_tpot_ms": {"neuron": "(E2E - TTFT) / (new tokens - 1) of each generate()",
+                    "hf": "(E2E - TTFT) / (new tokens - 1) of each generate()",
+                    "openai": "(E2EL - TTFT) / (new tokens - 1) of each request, client clock"},
+    "median_e2el_ms": {"neuron": "one generate() of the batch", "hf": "one generate() of the batch",
+                    "openai": "the batch's concurrent requests, first sent to last token"},
+}
+
+# Configuration fields that mean the same across stacks: (NxDI InferenceConfig path, vLLM server arg)
+CROSS_STACK_FIELDS = (
+    ("neuron_config.tp_degree", "args.tensor_parallel_size"),
+    ("neuron_config.seq_len", "args.max_model_len"),
+    ("neuron_config.max_batch_size", "args.max_num_seqs"),
+    ("neuron_config.max_context_length", "args.max_num_batched_tokens"),
+    ("neuron_config.torch_dtype", "args.dtype"),
+    ("neuron_config.on_device_sampling_config.top_k",
+     "args.additional_config.neuron_config.on_device_sampling_config.top_k"),
+    ("neuron_config.enable_bucketing", "args.additional_config.neuron_config.enable_bucketing"),
+)
+
+
+@dataclass(frozen=True)
+class StackPair:
+    """The two sides' backends (neuron, hf, openai)."""
+
+    baseline: str
+    candidate: str
+
+    @property
+    def served(self) -> bool:
+        return SERVED in (self.baseline, self.candidate)
+
+    @property
+    def mixed(self) -> bool:
+        return self.baseline != self.candidate
+
+    def pairable(self, metric: str) -> bool:
+        """Whether both sides' ``metric`` means the same thing."""
+        return not self.mixed or not metric.startswith(STACK_SPECIFIC)
+
+    def gated(self, figures: Mapping[str, Any], single_stack: Sequence[str]) -> list[str]:
+        """The figures of one benchmark this pair gates: the serving pair where a side is served, else the
+        single-stack rule's (``single_stack``, computed by the caller)."""
+        if not self.served:
+            return list(single_stack)
+        return [m for m in SERVED_GATED if isinstance(figures.get(m), (int, float))]
+
+    def describe(self) -> list[str]:
+        """The verdict's "Figures across stacks" section."""
+        if not self.served and not self.mixed:
+            return []
+        lines = ["### Figures across stacks", "",
+                 f"Baseline `{self.baseline}`, candidate `{self.candidate}`: "
+                 + ("gated on the serving figures of the shape's static batch (`test_e2e`), which both measure:"
+                    if self.served else "every figure both stacks define alike is paired:"), "",
+                 f"| figure | gated | {self.baseline} (baseline) | {self.candidate} (candidate) |", "|---|---|---|---|"]
+        for metric, how in MEASURED_BY.items():
+            gated = "yes" if metric in SERVED_GATED and self.served else "reported"
+            lines.append(f"| {metric} | {gated} | {how.get(self.baseline, '-')} | {how.get(self.candidate, '-')} |")
+        if self.mixed:
+            lines += ["", "Stack-specific figures (" + ", ".join(f"`{p}*`" for p in STACK_SPECIFIC)
+                      + ") keep their names and are listed per side, never paired."]
+        return lines + [""]
+
+
+def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as ``a.b.c`` keys (lists and scalars are leaves)."""
+    if not isinstance(config, Mapping):
+        return {prefix: config} if prefix else {}
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, path))
+        else:
+            out[path] = value
+    return out
+
+
+ABSENT = "(absent)"
+# what names one server instance, not how it is configured
+VOLATILE = ("args.port", "args.host", "endpoint")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def config_diff(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Every flattened field whose value differs (one side lacking it included), sorted by field."""
+    a, b = flatten(base), flatten(new)
+    return [(k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in sorted(set(a) | set(b))
+            if k not in VOLATILE and not _same(a.get(k, ABSENT), b.get(k, ABSENT))]
+
+
+def cross_stack_fields(nxdi: Mapping[str, Any], vllm: Mapping[str, Any]) -> list[tuple[str, str, Any, Any]]:
+    """The fields that mean the same in an NxDI config and a vLLM server's arguments, side by side."""
+    a, b = flatten(nxdi), flatten(vllm)
+    return [(x, y, a.get(x, ABSENT), b.get(y, ABSENT)) for x, y in CROSS_STACK_FIELDS]
+
+
+def drift(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None, stacks: StackPair,
+          limit: int = 60) -> tuple[dict[str, Any], list[str]]:
+    """The verdict's "Configuration drift": every differing field on one stack, the mapped fields across
+    two (the rest of each is its stack's own). Returns (verdict.json part, markdown lines)."""
+    if not base or not new:
+        missing = [name for name, c in (("baseline", base), ("candidate", new)) if not c]
+        return ({"compared": False, "missing": missing},
+                ["### Configuration drift", "", f"Not compared: no engine configuration recorded for the "
+                 f"{' and '.join(missing)}.", ""])
+    lines = ["### Configuration drift", ""]
+    if stacks.mixed and {stacks.baseline, stacks.candidate} == {"neuron", SERVED}:
+        nxdi, vllm = (base, new) if stacks.baseline == "neuron" else (new, base)
+        fields = cross_stack_fields(nxdi, vllm)
+        lines += ["Fields that mean the same on both stacks (each stack's other fields are its own):", "",
+                  "| NxDI | vLLM | NxDI value | vLLM value |", "|---|---|---|---|"]
+        lines += [f"| `{a}` | `{b}` | {x} | {y} |" for a, b, x, y in fields]
+        return {"compared": True, "cross_stack": [list(f) for f in fields]}, lines + [""]
+    diff = config_diff(base, new)
+    lines.append(f"{len(diff)} field(s) differ (defaults included; {', '.join(VOLATILE)} are each instance's own)"
+                 + (":" if diff else "."))
+    if diff:
+        lines += ["", "| field | baseline | candidate |", "|---|---|---|"]
+        lines += [f"| `{k}` | {str(a)[:80]} | {str(b)[:80]} |" for k, a, b in diff[:limit]]
+        if len(diff) > limit:
+            lines.append(f"| ... {len(diff) - limit} more in verdict.json | | |")
+    return {"compared": True, "differences": [list(d) for d in diff]}, lines + [""]

@@ -1,0 +1,78 @@
+"""A release check's served sides: the vLLM server a side runs on, started with that side's own
+interpreter (its vLLM, its transformers, its environment variables: a planted change reaches the
+server), kept for the whole check and stopped at its end; or the team's own server (an endpoint).
+
+One server per side for the whole check, not one per round: a vLLM start on a CPU is 60-90 s
+(torch.compile warm-up), more than a round's measurement, and on a device a start is a load of
+compiled artifacts that every deployment does once. Both sides get the same treatment: one server each,
+started before the conformance run, warm (the conformance run and pytest-benchmark's warm-up round
+have sent requests) before any timed round, and each perf round is a fresh client process, A B / B A.
+What this leaves out is server-to-server variation (a start that happens to place memory badly): a
+check on one start per side cannot see it, and the verdict says so in its mode line.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.carbon.checkpoint import cached_checkpoint
+from harness.release.errors import ReleaseCheckError
+from harness.serving.server import VLLMServer, serving_tokenizer_dir
+
+DEFAULT_CACHE = Path("~/.cache/carbon-harness")
+SERVER_TIMEOUT_S = 900.0
+
+
+def served_checkpoint(models: tuple[str, ...], model_root: Path | None, cache_dir: Path | None) -> Path:
+    """The checkpoint a started server serves: ``--model PATH``, or the embedded model built in the cache."""
+    if len(models) != 1:
+        raise ReleaseCheckError(f"a served side serves one model: give one --model, not {', '.join(models)}")
+    model = models[0]
+    if Path(model).expanduser().is_dir():
+        return Path(model).expanduser().resolve()
+    if model_root is not None:
+        raise ReleaseCheckError(f"a served side started by the check serves --model PATH (the checkpoint directory); "
+                                f"with --model-root give --model {model_root}/<checkpoint> instead of {model!r}")
+    return cached_checkpoint(model, (cache_dir or DEFAULT_CACHE).expanduser())
+
+
+def spawn(who: str, python: str, env: dict[str, str], checkpoint: Path, served_model: str, cache_dir: Path | None,
+          log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None]) -> VLLMServer:
+    """``who``'s server (the baseline's, the candidate's) started with its interpreter and variables;
+    ``ready`` waits for it (both sides' servers start side by side)."""
+    cache = (cache_dir or DEFAULT_CACHE).expanduser()
+    server = VLLMServer(checkpoint, serving_tokenizer_dir(cache), log_path, served_model, python,
+                        extra_args=extra_args, env=env)
+    server.start()
+    progress(f"{who}: starting vLLM ({python}, pid {server.proc.pid}) on {server.url}, log {log_path}")
+    return server
+
+
+def ready(who: str, server: VLLMServer, progress: Callable[[str], None]) -> None:
+    try:
+        server.wait_ready(SERVER_TIMEOUT_S, lambda m: progress(f"{who}: {m}"))
+    except Exception as exc:
+        server.stop()
+        raise ReleaseCheckError(f"the {who}'s vLLM server ({server.python}) did not start: {exc}") from None
+
+
+def serve_args(server: VLLMServer) -> list[str]:
+    """The server's arguments as ``vllm serve`` parses them (its command less the interpreter and module)."""
+    command = server.command()
+    return command[command.index("vllm.entrypoints.openai.api_server") + 1:]
+
+
+def endpoint_config(url: str) -> dict[str, Any]:
+    """What a team's own server says of itself: its vLLM version (``/version``) and what it serves."""
+    out: dict[str, Any] = {"endpoint": url}
+    for path in ("/version", "/v1/models"):
+        try:
+            with urllib.request.urlopen(f"{url}{path}", timeout=10) as resp:
+                out[path.strip("/")] = json.loads(resp.read().decode())
+        except (OSError, ValueError) as exc:
+            out[path.strip("/")] = f"unavailable ({exc})"
+    return out

