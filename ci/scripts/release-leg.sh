@@ -5,6 +5,9 @@
 #
 # On a Trn2 runner:      BASELINE_PYTHON=/opt/.../bin/python CANDIDATE_PYTHON=.venv-candidate/bin/python
 # In NxDI's CPU mode:    NEURON_CPU=1 BASELINE_NXDI_SOURCE=DIR CANDIDATE_NXDI_SOURCE=DIR
+# Per side's stack:      BASELINE_BACKEND / CANDIDATE_BACKEND (neuron, default; hf; openai: a vLLM server),
+#                        CANDIDATE_ENDPOINT / BASELINE_ENDPOINT (a served side's running server, e.g. the vLLM
+#                        Neuron server the workflow started from `carbon-harness vllm-serve`)
 # Always:                MODEL (e.g. carbon-3b), OUT; optional SHAPES (space-separated, default "smoke"),
 #                        ROUNDS (a fixed number of pairs; default: sequential, MIN_ROUNDS 4 .. MAX_ROUNDS 16),
 #                        LEGS (the legs merged into one verdict: each spends 1/LEGS of the false-alarm budget),
@@ -19,11 +22,21 @@ else
   args+=(--min-rounds "${MIN_ROUNDS:-4}" --max-rounds "${MAX_ROUNDS:-16}")
 fi
 for shape in ${SHAPES:-smoke}; do args+=(--shape "$shape"); done
-if [ -n "${NEURON_CPU:-}" ]; then
-  args+=(--neuron-cpu --baseline-nxdi-source "${BASELINE_NXDI_SOURCE:?}" --candidate-nxdi-source "${CANDIDATE_NXDI_SOURCE:?}")
-else
-  args+=(--baseline-python "${BASELINE_PYTHON:?}" --candidate-python "${CANDIDATE_PYTHON:?}")
-fi
+args+=(--baseline-backend "${BASELINE_BACKEND:-neuron}" --candidate-backend "${CANDIDATE_BACKEND:-neuron}")
+if [ -n "${NEURON_CPU:-}" ]; then args+=(--neuron-cpu); fi
+for side in baseline candidate; do
+  upper=$(echo "$side" | tr '[:lower:]' '[:upper:]')
+  backend_var="${upper}_BACKEND" python_var="${upper}_PYTHON" source_var="${upper}_NXDI_SOURCE"
+  endpoint_var="${upper}_ENDPOINT"
+  if [ -n "${NEURON_CPU:-}" ] && [ "${!backend_var:-neuron}" = neuron ]; then
+    want="$source_var" flag="--$side-nxdi-source"
+  else
+    want="$python_var" flag="--$side-python"
+  fi
+  if [ -z "${!want:-}" ]; then echo "release-leg.sh: set $want (the $side's ${flag#--$side-})" >&2; exit 2; fi
+  args+=("$flag" "${!want}")
+  if [ -n "${!endpoint_var:-}" ]; then args+=("--$side-endpoint" "${!endpoint_var}"); fi
+done
 if [ -n "${MODEL_ROOT:-}" ]; then args+=(--model-root "$MODEL_ROOT"); fi
 # shellcheck disable=SC2086  # EXTRA_ARGS is a list of options
 exec "$PYTHON" -m harness.cli release-check "${args[@]}" ${EXTRA_ARGS:-}

@@ -129,6 +129,8 @@ def pytest_args(plan: CheckPlan, side: Side) -> list[str]:
         args.append(f"--carbon-cache-dir={plan.cache_dir}")
     if plan.cpu and side.backend == "neuron":
         args += ["--carbon-neuron-cpu", f"--carbon-nxdi-source={side.nxdi_source}"]
+    if side.backend == "hf":
+        args += ["--carbon-device", "cpu"]  # a transformers release is qualified on the CPU, in CPU time
     if side.backend == "openai":
         args.append(f"--carbon-endpoint={side.endpoint}")
         if side.started:
@@ -169,7 +171,7 @@ def reference_command(plan: CheckPlan, junit: Path) -> list[str]:
     same checkpoints and shapes as both sides."""
     reference = Side("reference", sys.executable, backend="hf")
     return [sys.executable, "-m", "pytest", CONTRACT_TEST, "-m", "contract", *pytest_args(plan, reference),
-            "--carbon-device", "cpu", "--carbon-dtype", "fp32", f"--junitxml={junit}",
+            "--carbon-dtype", "fp32", f"--junitxml={junit}",
             f"--carbon-contract-out={contract_dir(plan, 'reference')}"]
 
 
@@ -302,16 +304,18 @@ def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[Che
     """A server for each served side without an endpoint, in that side's interpreter, both started
     side by side; the plan with their endpoints, the servers (stopped by the caller) and each start's
     seconds (from launch to its first answer)."""
-    from harness.release.served import ready, served_checkpoint, spawn
+    from harness.release.served import cpu_halves, ready, served_checkpoint, spawn
 
+    to_start = [s for s in (plan.baseline, plan.candidate) if s.backend == "openai" and s.endpoint is None]
+    halves = cpu_halves(sorted(os.sched_getaffinity(0))) if len(to_start) == 2 and hasattr(os, "sched_getaffinity") \
+        else None
     started: dict[str, tuple[Any, float]] = {}
     try:
-        for side in (plan.baseline, plan.candidate):
-            if side.backend == "openai" and side.endpoint is None:
-                checkpoint = served_checkpoint(plan.models, plan.model_root, plan.cache_dir)
-                started[side.name] = (spawn(side.name, side.python, dict(side.env), checkpoint, served_name(plan),
-                                            plan.cache_dir, plan.out / side.name / "vllm-server.log",
-                                            plan.serve_args, progress), time.perf_counter())
+        for i, side in enumerate(to_start):
+            checkpoint = served_checkpoint(plan.models, plan.model_root, plan.cache_dir)
+            started[side.name] = (spawn(side.name, side.python, dict(side.env), checkpoint, served_name(plan),
+                                        plan.cache_dir, plan.out / side.name / "vllm-server.log", plan.serve_args,
+                                        progress, halves[i] if halves else None), time.perf_counter())
         starts = {}
         for name, (server, t0) in started.items():
             ready(name, server, progress)
@@ -440,6 +444,8 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
                 report.config = endpoint_config(str(side.endpoint))
             if side.name in starts:
                 report.versions["vllm_start_s"] = round(starts[side.name], 1)
+                server = next(s for s in servers if s.url == side.endpoint)
+                report.versions["vllm_cpus"] = server.cpu_bind or "vLLM's auto binding"
             stack = report.versions.get("vllm_version") or f"NxDI {report.versions.get('nxdi_version', '?')}"
             progress(f"{side.name}: {side.label()} ({side.backend}, {stack})")
         contracts: dict[str, ContractResult] = {}

@@ -40,15 +40,36 @@ def served_checkpoint(models: tuple[str, ...], model_root: Path | None, cache_di
     return cached_checkpoint(model, (cache_dir or DEFAULT_CACHE).expanduser())
 
 
+def cpu_halves(cpus: list[int]) -> tuple[str, str] | None:
+    """``VLLM_CPU_OMP_THREADS_BIND`` for two servers side by side: the first half of the CPUs for the
+    baseline's worker, the second for the candidate's; None on a single CPU. Under vLLM's "auto" both
+    workers bind the same cores, and a worker busy-polls its queue after each request, so the side
+    whose round just ended stalled the other's first token by up to a second (seen here: a 1.26 s TTFT
+    in one round of an A/A check); apart, each side's round has its own cores, the same count for both."""
+    cpus = sorted(cpus)
+    if len(cpus) < 2:
+        return None
+    half = len(cpus) // 2
+
+    def spec(part: list[int]) -> str:
+        if len(part) > 1 and part == list(range(part[0], part[-1] + 1)):
+            return f"{part[0]}-{part[-1]}"
+        return ",".join(map(str, part))
+
+    return spec(cpus[:half]), spec(cpus[half: 2 * half])
+
+
 def spawn(who: str, python: str, env: dict[str, str], checkpoint: Path, served_model: str, cache_dir: Path | None,
-          log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None]) -> VLLMServer:
-    """``who``'s server (the baseline's, the candidate's) started with its interpreter and variables;
-    ``ready`` waits for it (both sides' servers start side by side)."""
+          log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None],
+          cpu_bind: str | None = None) -> VLLMServer:
+    """``who``'s server (the baseline's, the candidate's) started with its interpreter and variables
+    (and, beside the other side's, on its own CPUs); ``ready`` waits for it (both start side by side)."""
     cache = (cache_dir or DEFAULT_CACHE).expanduser()
     server = VLLMServer(checkpoint, serving_tokenizer_dir(cache), log_path, served_model, python,
-                        extra_args=extra_args, env=env)
+                        extra_args=extra_args, env=env, cpu_bind=cpu_bind)
     server.start()
-    progress(f"{who}: starting vLLM ({python}, pid {server.proc.pid}) on {server.url}, log {log_path}")
+    cores = f", CPUs {cpu_bind}" if cpu_bind else ""
+    progress(f"{who}: starting vLLM ({python}, pid {server.proc.pid}) on {server.url}{cores}, log {log_path}")
     return server
 
 

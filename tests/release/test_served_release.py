@@ -27,7 +27,7 @@ from tests.helpers import run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.serving, pytest.mark.slow]
 
-SERVED = ("--conformance-markers", "contract", "--runs", "3", "--min-rounds", "4", "--max-rounds", "6",
+SERVED = ("--conformance-markers", "contract", "--runs", "5", "--min-rounds", "4", "--max-rounds", "6",
           "--resolve", "100%", "--serve-arg=--enforce-eager")
 
 

@@ -1,0 +1,76 @@
+"""What each side of a release check is asked to run, per stack (``harness.release.run``): its backend's
+options, what a perf round times, and on which clock. The commands are checked as argv lists; running
+them is ``tests/release``'s job."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.release.run import CheckPlan, Side, conformance_command, perf_command, reference_command
+
+pytestmark = pytest.mark.unit
+
+
+def plan_of(baseline: Side, candidate: Side, **kw) -> CheckPlan:
+    return CheckPlan(baseline, candidate, Path("/tmp/out"), **kw)
+
+
+NXDI = Side("baseline", sys.executable, Path("/src/nxdi"), "neuron")
+SERVED = Side("candidate", "/venv/bin/python", None, "openai", endpoint="http://127.0.0.1:9", dtype="fp32",
+              started=True)
+
+
+def option(cmd: list[str], name: str) -> str | None:
+    for i, arg in enumerate(cmd):
+        if arg == name:
+            return cmd[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def test_a_migration_times_the_static_batch_on_the_wall_clock_on_both_sides():
+    plan = plan_of(NXDI, SERVED, cpu=True)
+    assert plan.served and not plan.cpu_time and "wall time" in plan.mode
+    for side in (NXDI, SERVED):
+        cmd = perf_command(plan, side, Path("/tmp/b.json"), Path("/tmp/j.xml"))
+        assert option(cmd, "-k") == "test_e2e" and option(cmd, "--benchmark-timer") is None
+    nxdi = perf_command(plan, NXDI, Path("/tmp/b.json"), Path("/tmp/j.xml"))
+    assert option(nxdi, "--carbon-backend") == "neuron" and "--carbon-neuron-cpu" in nxdi
+    served = perf_command(plan, SERVED, Path("/tmp/b.json"), Path("/tmp/j.xml"))
+    assert option(served, "--carbon-backend") == "openai" and "--carbon-neuron-cpu" not in served
+    assert option(served, "--carbon-endpoint") == SERVED.endpoint and option(served, "--carbon-dtype") == "fp32"
+    assert option(served, "--carbon-served-model") == "carbon-tiny"
+
+
+def test_the_users_perf_selection_narrows_a_served_round_and_never_widens_it():
+    plan = plan_of(NXDI, SERVED, cpu=True, perf_select="smoke")
+    cmd = perf_command(plan, SERVED, Path("/tmp/b.json"), Path("/tmp/j.xml"))
+    assert option(cmd, "-k") == "test_e2e and (smoke)"
+
+
+@pytest.mark.parametrize("baseline, candidate, cpu, cpu_time", [
+    (NXDI, Side("candidate", sys.executable, Path("/src/other"), "neuron"), True, True),
+    (Side("baseline", "/a/python", None, "hf"), Side("candidate", "/b/python", None, "hf"), False, True),
+    (Side("baseline", "/a/python"), Side("candidate", "/b/python"), False, False),  # a device: wall time
+])
+def test_in_process_cpu_checks_time_process_cpu_on_one_thread(baseline, candidate, cpu, cpu_time):
+    plan = plan_of(baseline, candidate, cpu=cpu)
+    assert plan.cpu_time is cpu_time
+    cmd = perf_command(plan, candidate, Path("/tmp/b.json"), Path("/tmp/j.xml"))
+    assert (option(cmd, "--benchmark-timer") == "time.process_time") is cpu_time
+
+
+def test_every_side_writes_its_contract_against_the_reference():
+    plan = plan_of(NXDI, SERVED, cpu=True)
+    for side in (NXDI, SERVED):
+        cmd = conformance_command(plan, side, Path("/tmp/j.xml"))
+        assert option(cmd, "--carbon-contract-out") == f"/tmp/out/{side.name}/contract"
+        assert option(cmd, "--carbon-contract-reference") == "/tmp/out/reference/contract"
+    ref = reference_command(plan, Path("/tmp/r.xml"))
+    assert ref[0] == sys.executable and option(ref, "--carbon-backend") == "hf"
+    assert option(ref, "--carbon-dtype") == "fp32" and option(ref, "--carbon-device") == "cpu"
+    assert option(ref, "--carbon-contract-out") == "/tmp/out/reference/contract"
