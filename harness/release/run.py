@@ -110,8 +110,8 @@ class CheckPlan:
         if self.cpu_time:
             return f"{stacks}, on the CPU (process CPU time, one torch thread)"
         if self.served:
-            return (f"{stacks}, wall time; each served side on one server for the whole check, each round a fresh "
-                    "client process")
+            return (f"{stacks}, wall time; each served side on one server for the whole check (the other side's "
+                    "paused during each round), each round a fresh client process")
         return f"{stacks}, device (wall time)"
 
 
@@ -300,22 +300,22 @@ def run_round(plan: CheckPlan, side: Side, k: int, report: SideReport, timeout: 
     return f"{side.name}: exit {rc}, {len(results)} benchmarks, {time.perf_counter() - t0:.0f} s"
 
 
-def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[CheckPlan, list[Any], dict[str, float]]:
+def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[CheckPlan, dict[str, Any],
+                                                                          dict[str, float]]:
     """A server for each served side without an endpoint, in that side's interpreter, both started
     side by side; the plan with their endpoints, the servers (stopped by the caller) and each start's
     seconds (from launch to its first answer)."""
-    from harness.release.served import cpu_halves, ready, served_checkpoint, spawn
+    from harness.release.served import ready, served_checkpoint, spawn
 
-    to_start = [s for s in (plan.baseline, plan.candidate) if s.backend == "openai" and s.endpoint is None]
-    halves = cpu_halves(sorted(os.sched_getaffinity(0))) if len(to_start) == 2 and hasattr(os, "sched_getaffinity") \
-        else None
     started: dict[str, tuple[Any, float]] = {}
     try:
-        for i, side in enumerate(to_start):
+        for side in (plan.baseline, plan.candidate):
+            if side.backend != "openai" or side.endpoint is not None:
+                continue
             checkpoint = served_checkpoint(plan.models, plan.model_root, plan.cache_dir)
             started[side.name] = (spawn(side.name, side.python, dict(side.env), checkpoint, served_name(plan),
                                         plan.cache_dir, plan.out / side.name / "vllm-server.log", plan.serve_args,
-                                        progress, halves[i] if halves else None), time.perf_counter())
+                                        progress), time.perf_counter())
         starts = {}
         for name, (server, t0) in started.items():
             ready(name, server, progress)
@@ -327,18 +327,15 @@ def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[Che
         raise
     sides = [replace(s, endpoint=started[s.name][0].url, dtype="fp32", started=True) if s.name in started else s
              for s in (plan.baseline, plan.candidate)]
-    return replace(plan, baseline=sides[0], candidate=sides[1]), [s for s, _ in started.values()], starts
+    return replace(plan, baseline=sides[0], candidate=sides[1]), {n: s for n, (s, _) in started.items()}, starts
 
 
-def probe_args(side: Side, servers: Sequence[Any]) -> list[str] | None:
+def probe_args(side: Side, servers: dict[str, Any]) -> list[str] | None:
     """The vLLM arguments of the server the check started for ``side`` (its engine configuration is then
     asked of the side's vLLM), else None."""
     from harness.release.served import serve_args
 
-    for server in servers:
-        if side.started and server.url == side.endpoint:
-            return serve_args(server)
-    return None
+    return serve_args(servers[side.name]) if side.name in servers else None
 
 
 def conformance(plan: CheckPlan, reports: dict[str, SideReport], timeout: float,
@@ -404,11 +401,28 @@ def engine_config(report: SideReport) -> dict[str, Any]:
 
 
 def perf_rounds(plan: CheckPlan, reports: dict[str, SideReport], tolerances: Tolerances, confidence: float,
-                timeout: float, progress: Callable[[str], None]) -> None:
+                timeout: float, progress: Callable[[str], None],
+                focus: Callable[[str | None], None] = lambda name: None) -> None:
+    """Pairs of rounds until the design has decided every gated figure; ``focus(side)`` runs before each
+    round (a served check pauses the other side's server), ``focus(None)`` after the last."""
     sides = (plan.baseline, plan.candidate)
+
+    def one(side: Side, k: int) -> str:
+        focus(side.name)
+        return run_round(plan, side, k, reports[side.name], timeout)
+
+    try:
+        _pairs(plan, reports, tolerances, confidence, progress, lambda k: [one(side, k) for side in
+                                                                         (sides if k % 2 else sides[::-1])])
+    finally:
+        focus(None)
+
+
+def _pairs(plan: CheckPlan, reports: dict[str, SideReport], tolerances: Tolerances, confidence: float,
+           progress: Callable[[str], None], pair: Callable[[int], list[str]]) -> None:
     design = plan.design
     for k in range(1, design.max_pairs + 1):
-        lines = [run_round(plan, side, k, reports[side.name], timeout) for side in (sides if k % 2 else sides[::-1])]
+        lines = pair(k)
         progress(f"pair {k} (at most {design.max_pairs}): " + "; ".join(lines))
         open_figures, failing = still_open(reports[plan.baseline.name], reports[plan.candidate.name], tolerances,
                                            design, confidence)
@@ -432,7 +446,7 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
     start = time.perf_counter()
     reports = {s.name: SideReport(s.name, backend=s.backend) for s in (plan.baseline, plan.candidate)}
     timeout = 3600.0
-    plan, servers, starts = start_servers(plan, progress) if plan.served else (plan, [], {})
+    plan, servers, starts = start_servers(plan, progress) if plan.served else (plan, {}, {})
     try:
         for side in (plan.baseline, plan.candidate):
             report = reports[side.name]
@@ -444,8 +458,6 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
                 report.config = endpoint_config(str(side.endpoint))
             if side.name in starts:
                 report.versions["vllm_start_s"] = round(starts[side.name], 1)
-                server = next(s for s in servers if s.url == side.endpoint)
-                report.versions["vllm_cpus"] = server.cpu_bind or "vLLM's auto binding"
             stack = report.versions.get("vllm_version") or f"NxDI {report.versions.get('nxdi_version', '?')}"
             progress(f"{side.name}: {side.label()} ({side.backend}, {stack})")
         contracts: dict[str, ContractResult] = {}
@@ -457,9 +469,16 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         if blocked:
             progress(f"the verdict is FAIL ({blocked[0]}): perf rounds skipped")
         else:
-            perf_rounds(plan, reports, tolerances, confidence, timeout, progress)
+            from harness.release.served import focus
+
+            perf_rounds(plan, reports, tolerances, confidence, timeout, progress,
+                        lambda name: focus(servers, name))
     finally:
-        for server in servers:
+        if servers:
+            from harness.release.served import focus
+
+            focus(servers, None)  # a paused server would not hear its SIGTERM
+        for server in servers.values():
             progress(f"stopping vLLM (pid {server.proc.pid}); its log: {server.log_path}")
             server.stop()
     for report in reports.values():

