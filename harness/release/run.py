@@ -464,6 +464,10 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         if plan.conformance:
             conformance(plan, reports, timeout, progress)
             contracts = judge_contracts(plan, reports)
+        stopped = reports[plan.baseline.name].session_errors
+        if stopped:  # an environment that cannot even start its tests: no perf round can run there either
+            raise ReleaseCheckError("the baseline cannot run, so there is nothing to qualify against: "
+                                    + "; ".join(stopped) + f" (logs in {plan.out / plan.baseline.name})")
         broken = [f"output contract ({k}): {r}" for k, c in contracts.items() for r in c.reasons]
         blocked = cannot_run(reports[plan.candidate.name]) + broken
         if blocked:

@@ -6,8 +6,8 @@ diverge, both were conditioned on the same prefix, so each side's top-2 margin a
 position says how close to a tie it was), and, given a reference (the fp32 transformers run of the
 same checkpoint), the reference's (prompt + the reference's greedy tokens), which every side scores
 alike, so any two sides and the reference compare position by position
-(``harness.analysis.contract``). Scoring starts at the prompt's second token: the prompt's own
-teacher-forced log-probabilities are part of the contract, as vLLM's prompt logprobs give them.
+(``harness.analysis.contract``). Scoring starts at the prompt's third token (``SCORED_FROM``): the
+prompt's own teacher-forced log-probabilities are part of the contract, as vLLM's prompt logprobs give them.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ CONTRACT_SCHEMA = 1
 PROMPTS = 3  # the suite's first cases (balanced, AT-rich, GC-rich): three compositions, seconds per side
 NEW_TOKENS = 16
 TOP_K = 2
+# scoring along a sequence starts after its first two tokens: NxDI 0.9 refuses a 1-token prompt (it reads
+# a pad slot for it), and every stack can score from a 2-token prefix
+SCORED_FROM = 2
 
 
 def contract_prompts(shape: RunShape) -> list[tuple[str, str]]:
@@ -61,7 +64,7 @@ def collect(engine: Engine, tokenizer: CarbonTokenizer, shape: RunShape, fingerp
         own = engine.scored(ids, greedy, TOP_K)
         engine.reset()
         scored_greedy = ref_prompts[name]["greedy"] if reference is not None else greedy
-        along = engine.scored(ids[:1], [*ids[1:], *scored_greedy], TOP_K)
+        along = engine.scored(ids[:SCORED_FROM], [*ids[SCORED_FROM:], *scored_greedy], TOP_K)
         engine.reset()
         prompts.append({"name": name, "prompt_ids": list(ids), "greedy": greedy,
                         "own": [r.to_list() for r in own], "scored_greedy": list(scored_greedy),

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.contract import SCORED_FROM as JUDGED_FROM
 from harness.analysis.contract import consistency_breaks, load_tolerances, tolerance_of
 from harness.carbon.checkpoint import fingerprint
 from harness.core.storage import atomic_write_json
-from harness.workloads.contract import CONTRACT_SCHEMA, collect, contract_file, new_tokens
+from harness.workloads.contract import CONTRACT_SCHEMA, SCORED_FROM, collect, contract_file, new_tokens
 
 pytestmark = [pytest.mark.compat, pytest.mark.contract]
 
@@ -47,9 +48,10 @@ def test_output_contract(pytestconfig, carbon_session, carbon_model, carbon_shap
     n = new_tokens(carbon_shape)
     for prompt in contract["prompts"]:
         assert len(prompt["greedy"]) == n and len(prompt["own"]) == n
-        assert len(prompt["scored"]) == len(prompt["prompt_ids"]) - 1 + len(prompt["scored_greedy"])
+        assert len(prompt["scored"]) == len(prompt["prompt_ids"]) - SCORED_FROM + len(prompt["scored_greedy"])
         for token, logprob, top in prompt["own"] + prompt["scored"]:
             assert math.isfinite(logprob) and logprob <= 1e-6, (prompt["name"], token, logprob)
             assert [v for _, v in top] == sorted((v for _, v in top), reverse=True) and logprob <= top[0][1] + 1e-6
+    assert JUDGED_FROM == SCORED_FROM  # the judge reads positions as the writer wrote them
     bound = tolerance_of(contract["dtype"], contract_tolerances)
     assert consistency_breaks(contract, bound) == []

@@ -5,7 +5,8 @@ the newest, and the migration itself, NxDI 2.29 in its CPU mode against vLLM CPU
 carbon-tiny weights.
 
 Each side's environment is a real venv (``nox -s release-check`` builds or reuses them and names them
-in ``CARBON_VLLM_0_32_PYTHON``, ``CARBON_VLLM_0_31_PYTHON``, ``CARBON_HF_LATEST_PYTHON``); each
+in ``CARBON_VLLM_0_32_PYTHON``, ``CARBON_VLLM_0_31_PYTHON``, ``CARBON_HF_4_57_PYTHON``,
+``CARBON_HF_LATEST_PYTHON``); each
 served side's server is started by the check with that side's own vLLM (eager, as the harness starts
 every CPU server: ``harness.serving.server.VLLMServer.eager``), the other side's paused during each round.
 The checks run 3 pairs of 3 runs, one look, where a pass must rule out a doubling; the planted step is
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,8 +31,9 @@ pytestmark = [pytest.mark.release, pytest.mark.serving, pytest.mark.slow]
 SERVED = ("--conformance-markers", "contract", "--runs", "3", "--rounds", "3", "--resolve", "100%")
 
 
-def side_python(variable: str, what: str) -> str:
-    python = os.environ.get(variable)
+def side_python(variable: str, what: str, here: bool = False) -> str:
+    """``here``: this interpreter serves where the variable is unset (the release-check session's own)."""
+    python = os.environ.get(variable) or (sys.executable if here else None)
     if not python or not Path(python).is_file():
         pytest.skip(f"needs {variable}: the interpreter of a venv with {what} and this checkout installed "
                     "(nox -s release-check builds it)")
@@ -112,10 +115,12 @@ def test_planted_wrong_weights_fail_naming_the_first_divergent_token(tmp_path, v
 
 
 def test_transformers_457_against_the_newest(tmp_path):
-    newest = side_python("CARBON_HF_LATEST_PYTHON", "the newest transformers")
-    import sys
+    import transformers
 
-    r, verdict = release_check(tmp_path / "hf", "--backend", "hf", "--baseline-python", sys.executable,
+    stack_457 = side_python("CARBON_HF_4_57_PYTHON", "transformers 4.57.* (the Neuron 2.29 stack's)",
+                            here=transformers.__version__.startswith("4.57."))
+    newest = side_python("CARBON_HF_LATEST_PYTHON", "the newest transformers")
+    r, verdict = release_check(tmp_path / "hf", "--backend", "hf", "--baseline-python", stack_457,
                                "--candidate-python", newest, "--conformance-markers", "contract", "--runs", "3",
                                "--rounds", "3", "--resolve", "60%", "--perf-select", "test_tkg or test_cte")
     assert r.returncode in (0, 1), r.stdout + r.stderr
