@@ -9,7 +9,7 @@ in ``CARBON_VLLM_0_32_PYTHON``, ``CARBON_VLLM_0_31_PYTHON``, ``CARBON_HF_4_57_PY
 ``CARBON_HF_LATEST_PYTHON``); each
 served side's server is started by the check with that side's own vLLM (eager, as the harness starts
 every CPU server: ``harness.serving.server.VLLMServer.eager``), the other side's paused during each round.
-The checks run 3 pairs of 3 runs, one look, where a pass must rule out a doubling; the planted step is
+The checks run 3 pairs of 2 runs, one look, where a pass must rule out a doubling; the planted step is
 20 ms, ~2.6x a carbon-tiny step; CI's budget (README "CI time") sets these.
 """
 
@@ -28,7 +28,7 @@ from tests.helpers import run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.serving, pytest.mark.slow]
 
-SERVED = ("--conformance-markers", "contract", "--runs", "3", "--rounds", "3", "--resolve", "100%")
+SERVED = ("--conformance-markers", "contract", "--runs", "2", "--rounds", "3", "--resolve", "100%")
 
 
 def side_python(variable: str, what: str, here: bool = False) -> str:
@@ -121,7 +121,7 @@ def test_transformers_457_against_the_newest(tmp_path):
                             here=transformers.__version__.startswith("4.57."))
     newest = side_python("CARBON_HF_LATEST_PYTHON", "the newest transformers")
     r, verdict = release_check(tmp_path / "hf", "--backend", "hf", "--baseline-python", stack_457,
-                               "--candidate-python", newest, "--conformance-markers", "contract", "--runs", "3",
+                               "--candidate-python", newest, "--conformance-markers", "contract", "--runs", "2",
                                "--rounds", "3", "--resolve", "60%", "--perf-select", "test_tkg or test_cte")
     assert r.returncode in (0, 1), r.stdout + r.stderr
     versions = {s: verdict["sides"][s]["versions"]["transformers"] for s in ("baseline", "candidate")}
