@@ -167,6 +167,8 @@ class ContractResult:
                                  "candidate_top2": d.candidate, "margins": d.margins} for d in self.divergences]}
 
     def markdown(self) -> list[str]:
+        if not self.table:  # nothing compared: why (not measured, a side wrote none, different weights)
+            return ["### Output contract", ""] + [f"- {n}" for n in self.reasons + self.notes] + [""]
         lines = ["### Output contract (each side against the fp32 reference, and against each other)", "",
                  f"Greedy tokens identical on {self.identical} of {self.prompts} DNA prompts.", "",
                  "| comparison | dtype | positions | max abs Δ log-prob | mean abs Δ | σ ratio | top-1 agreement | "
