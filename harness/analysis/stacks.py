@@ -8,7 +8,7 @@ only where both sides measure the same thing:
   TKG p50 of their own timed rounds, else a benchmark's median round);
 - a served side on either end: the static batch of the shape sent at once (``test_e2e``) and read as a
   client reads it, under vLLM's serving names (``harness.analysis.figures.static_batch_serving_figures``):
-  time to first token and time per output token are gated, end-to-end latency and throughput reported.
+  its end-to-end latency is gated; time to first token, time per output token and throughput reported.
 
 Figures whose meaning is the stack's own (CTE / TKG sub-steps, the roofline fraction) keep their names,
 and across stacks are shown per side, never paired.
@@ -22,7 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 SERVED = "openai"
-SERVED_GATED = ("median_ttft_ms", "median_tpot_ms")
+# The static batch's end-to-end latency: under a busy neighbour core vLLM's CPU frontend streamed a whole
+# batch in one burst (TTFT ~ E2EL ~1 s, TPOT 0.05 ms in CI's A/A check), so TTFT and TPOT are reported and
+# the figure both stacks measure whole is gated (sigma ~0.08 of a pair's log ratio in that same check).
+SERVED_GATED = ("median_e2el_ms",)
 # figures whose definition is a stack's own: paired only between sides of the same stack
 STACK_SPECIFIC = ("cte_ms_", "tkg_ms_", "tkg_roofline_fraction", "hbm_")
 
