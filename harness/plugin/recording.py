@@ -4,6 +4,8 @@ and whether a speed gate applies to this run (only when ``-m`` selects perf)."""
 
 from __future__ import annotations
 
+import itertools
+
 from typing import Any
 
 import pytest
@@ -24,7 +26,20 @@ def marker_selected(markexpr: str, marker: str) -> bool:
         expr = Expression.compile(markexpr)
     except ImportError:
         return marker in markexpr.replace(f"not {marker}", "")
-    return bool(expr.evaluate(lambda name, **kw: name == marker)) and not expr.evaluate(lambda name, **kw: False)
+    names = {marker}
+    for value in (True, False):  # the expression's names, both branches of every and / or
+        expr.evaluate(lambda name, value=value, **kw: names.add(name) or value)
+    others = sorted(names - {marker})
+    if len(others) > 8:
+        return bool(expr.evaluate(lambda name, **kw: name == marker)) and not expr.evaluate(lambda name, **kw: False)
+    # selected: true with it alone and false with none (compat or perf), or true for some assignment of the
+    # other markers with it and false for every one without it (release and extended)
+    assignments = [dict(zip(others, bits)) for bits in itertools.product((False, True), repeat=len(others))]
+    alone = bool(expr.evaluate(lambda name, **kw: name == marker)) and not expr.evaluate(lambda name, **kw: False)
+    return alone or (any(expr.evaluate(lambda name, a=a, **kw: name == marker or a.get(name, False))
+                         for a in assignments)
+                     and not any(expr.evaluate(lambda name, a=a, **kw: name != marker and a.get(name, False))
+                                 for a in assignments))
 
 
 def speed_gates_apply(markexpr: str) -> bool:

@@ -15,3 +15,13 @@ pytestmark = pytest.mark.unit
 ])
 def test_speed_gates_apply_only_when_m_selects_perf(markexpr, gated):
     assert speed_gates_apply(markexpr) is gated
+
+
+@pytest.mark.parametrize("markexpr, selected", [
+    ("release", True), ("release and not extended", True), ("release and extended", True),
+    ("release or compat", True), ("not release", False), ("extended", False), ("", False), ("not unit", False),
+])
+def test_a_marker_is_selected_by_any_expression_that_needs_it(markexpr, selected):
+    from harness.plugin.recording import marker_selected
+
+    assert marker_selected(markexpr, "release") is selected
