@@ -55,7 +55,7 @@ def nxdi_source() -> str | None:
 # One try, short: where the CPU index cannot be reached (a box with only a local wheel mirror), pip's five
 # retries per package cost ~10 s for each of torch's dependencies in every session; where it can, one
 # try is all it needs.
-INDEX_PATIENCE = ("--retries", "1", "--timeout", "15")
+INDEX_PATIENCE = ("--retries", "1", "--timeout", "10")
 
 
 def install_torch_cpu(session: nox.Session) -> None:

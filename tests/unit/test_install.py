@@ -68,6 +68,16 @@ def test_readme_install_is_one_command_naming_the_cpu_index():
     assert any(a.startswith("torch==") for a in argv), f"torch is not pinned, so PyPI's CUDA build may win: {argv}"
 
 
+def test_readme_install_gives_up_on_an_unreachable_index_in_seconds():
+    """Where the CPU index cannot be reached (a box with only a local mirror), pip's default five retries
+    with back-off cost ~8 s for every package resolved, each against that index: the install then ran
+    past 9 minutes here. One retry and a short timeout keep it to the plain install's time."""
+    argv = shlex.split(next(c for c in readme_commands() if c.startswith("pip install")))
+    retries, timeout = index_of(argv, "--retries"), index_of(argv, "--timeout")
+    assert retries is not None and int(retries) <= 1, f"--retries {retries}: pip's default is 5: {argv}"
+    assert timeout is not None and float(timeout) <= 15, f"--timeout {timeout}: a dropped connection waits that long per package: {argv}"
+
+
 def test_ci_run_runs_exactly_the_readme_commands():
     assert ci_run_commands() == readme_commands()
 
