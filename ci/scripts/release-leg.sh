@@ -33,7 +33,7 @@ for side in baseline candidate; do
   else
     want="$python_var" flag="--$side-python"
   fi
-  if [ -z "${!want:-}" ]; then echo "release-leg.sh: set $want (the $side's ${flag#--$side-})" >&2; exit 2; fi
+  if [ -z "${!want:-}" ]; then echo "release-leg.sh: set $want (the $side's ${flag#--"$side"-})" >&2; exit 2; fi
   args+=("$flag" "${!want}")
   if [ -n "${!endpoint_var:-}" ]; then args+=("--$side-endpoint" "${!endpoint_var}"); fi
 done

@@ -227,7 +227,8 @@ class Verdict:
         lines += ["| | baseline | candidate |", "|---|---|---|"]
         for key in sorted(set(base.get("versions", {})) | set(cand.get("versions", {}))):
             b, c = base.get("versions", {}).get(key, "-"), cand.get("versions", {}).get(key, "-")
-            lines.append(f"| {key} | {b} | {c} |")
+            if not isinstance(b, (dict, list)) and not isinstance(c, (dict, list)):  # neuron_ls, pip_freeze: JSON only
+                lines.append(f"| {key} | {b} | {c} |")
         lines += ["", f"Mode: {self.mode}; perf rounds (fresh processes, A B / B A): {self.rounds} run, "
                       f"{base.get('rounds', 0)} with baseline results, {cand.get('rounds', 0)} with candidate results; "
                       f"tolerance {100 * self.tolerance:g}%; {self.design.describe()}.", ""]

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from harness.core.measure import Timer
+from harness.core.neuron_host import (NeuronHostError, NeuronInstance, instance_from_neuron_ls, neuron_ls_path,
+                                       run_neuron_ls)
 from harness.core.paths import FIXTURES_DIR
 
 HARDWARE_DIR = FIXTURES_DIR / "hardware"
@@ -114,13 +116,49 @@ def neuron_device_count() -> int:
     return len(glob.glob("/dev/neuron[0-9]*"))
 
 
-def detect_profile_name(gpu_name: Callable[[], str | None] = lambda: None) -> str:
-    """trn2 by the number of Neuron devices, a known GPU by name (``gpu_name``: the first CUDA
-    device's, asked of torch by the caller only when there is no Neuron device, so this layer stays
-    torch-free), else the CPU profile."""
-    n = neuron_device_count()
-    if n:
-        return "trn2.48xlarge" if n >= 16 else "trn2.3xlarge"
+def host_neuron_ls() -> list[dict[str, Any]] | None:
+    """``neuron-ls -j``'s devices where this host has a Neuron device (None where it has none)."""
+    if not neuron_device_count():
+        return None
+    path = neuron_ls_path()
+    if path is None:
+        raise HardwareError("/dev/neuron* exists but neuron-ls (aws-neuronx-tools) is not on PATH nor in "
+                            "/opt/aws/neuron/bin: install it, or pass --carbon-hardware NAME")
+    return run_neuron_ls(path)
+
+
+def neuron_profile_name(instance: NeuronInstance, profiles: dict[str, HardwareProfile]) -> str:
+    """The profile of the instance neuron-ls reports, checked against it: the same number of devices
+    and the same logical NeuronCore config (LNC=1 doubles the logical cores a profile assumes). An
+    instance no Neuron profile describes (an inf2, a trn1) is refused, never gated as a trn2."""
+    known = ", ".join(n for n, p in profiles.items() if p.kind == "neuron")
+    seen = (f"{instance.instance_type} ({instance.devices} Neuron device(s), {instance.logical_cores} logical cores, "
+            f"LNC={instance.logical_nc_config})")
+    profile = profiles.get(instance.instance_type)
+    if profile is None or profile.kind != "neuron":
+        raise HardwareError(f"neuron-ls reports a {seen}: no Neuron hardware profile describes it (known: {known}); "
+                            f"add fixtures/hardware/{instance.instance_type}.json and pass --carbon-hardware NAME")
+    if (profile.chips, profile.logical_cores, profile.logical_nc_config) != (
+            instance.devices, instance.logical_cores, instance.logical_nc_config):
+        raise HardwareError(f"neuron-ls reports a {seen}; the {profile.name} profile is for {profile.chips} device(s), "
+                            f"{profile.logical_cores} logical cores, LNC={profile.logical_nc_config}: set the "
+                            f"instance's LNC to {profile.logical_nc_config} or pass --carbon-hardware NAME")
+    return profile.name
+
+
+def detect_profile_name(gpu_name: Callable[[], str | None] = lambda: None,
+                        neuron_ls: Callable[[], list[dict[str, Any]] | None] = host_neuron_ls,
+                        directory: Path = HARDWARE_DIR) -> str:
+    """The Neuron profile of the instance ``neuron-ls`` reports (``neuron_ls``: its devices, None on a
+    host without a Neuron device), a known GPU by name (``gpu_name``: the first CUDA device's, asked
+    of torch by the caller only when there is no Neuron device, so this layer stays torch-free), else
+    the CPU profile."""
+    try:
+        devices = neuron_ls()
+        if devices is not None:
+            return neuron_profile_name(instance_from_neuron_ls(devices), load_profiles(directory))
+    except NeuronHostError as exc:
+        raise HardwareError(str(exc)) from None
     gpu = (gpu_name() or "").upper()
     for key, profile in (("H200", "h200"), ("H100", "h100-sxm")):
         if key in gpu:

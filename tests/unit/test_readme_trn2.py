@@ -48,12 +48,12 @@ def test_sizes_are_the_specs_parameter_counts(model):
 
 
 @pytest.mark.parametrize("model", PUBLISHED)
-def test_compile_and_load_seconds_are_the_thresholds_baselines(model):
-    data = json.loads((REPO / "fixtures" / "thresholds" / "trn2.3xlarge.json").read_text())
-    baseline = {t["metric"]: t["baseline"] for t in data["thresholds"]
-                if t["model"] == model and t["shape"] == "report-bs1" and t["metric"] in ("compile_s", "load_s")}
+def test_compile_and_load_seconds_are_the_reference_figures(model):
+    data = json.loads((REPO / "fixtures" / "reference" / "trn2.3xlarge-sdk2.29.json").read_text())
+    figure = {f["metric"]: f["value"] for f in data["figures"]
+              if f["model"] == model and f["shape"] == "report-bs1" and f["metric"] in ("compile_s", "load_s")}
     cells = table_row(section().split("**Compile time**")[1], get_model(model).hf_name)
-    assert cells[1:3] == [f"{baseline['compile_s']} s", f"{baseline['load_s']} s"]
+    assert cells[1:3] == [f"{figure['compile_s']} s", f"{figure['load_s']} s"]
 
 
 def test_runner_labels_and_paths_are_the_workflows():
@@ -68,3 +68,23 @@ def test_runner_labels_and_paths_are_the_workflows():
 
 def test_the_dlami_venv_is_named():
     assert "source /opt/aws_neuronx_venv_pytorch_" in section()
+
+
+def test_the_disk_total_runner_version_and_the_2_32_note_are_stated():
+    text = " ".join(section().split())
+    assert re.search(r"about \*\*\d+ GB\*\* per release pair", text), "no disk total per release pair"
+    assert "512 GB" in text
+    assert "2.327.1" in text
+    assert "2.32" in text and "torch-neuronx is no longer on DLAMIs" in text
+
+
+def test_the_48xlarge_command_uses_all_64_cores():
+    readme = (REPO / "README.md").read_text()
+    assert "-n 16 --carbon-cores-per-worker 4" in readme and "-n 4 --carbon-cores-per-worker 16" not in readme
+
+
+def test_a_release_check_names_constraints_files_not_spec_ranges():
+    text = (REPO / "README.md").read_text()
+    assert '"==2.10.*"' not in text and '"==0.10.*"' not in text
+    for name in re.findall(r"ci/constraints/([a-z0-9.-]+\.txt)", text):
+        assert (REPO / "ci" / "constraints" / name).is_file(), name

@@ -21,8 +21,12 @@ from harness.core.plan import CONVERT_TO_MHA, REPLICATE, AttentionSharding
 from harness.core.spec import ArtifactKey, RunShape, artifact_key
 from harness.core.versions import installed_versions
 
+# The Python side of the Neuron stack: all of them change what compiles or how it runs, so all enter the
+# artifact key and each side's recorded versions (torch-xla and nki too: the XLA bridge and the kernel
+# language NxDI's kernels are written in). The OS side (runtime, driver, collectives) is recorded by
+# harness.core.neuron_host; a release check never swaps it.
 NEURON_PACKAGES = ("neuronx-distributed-inference", "neuronx-distributed", "neuronx-cc", "torch-neuronx",
-                   "libneuronxla", "torch", "transformers")
+                   "libneuronxla", "torch-xla", "nki", "torch", "transformers")
 # Environment variables that change what neuronx-cc compiles: they enter the artifact key.
 # NEURON_LOGICAL_NC_CONFIG overrides the logical_nc_config kwarg (NxDI config.py ``_get_lnc``).
 COMPILE_ENV_VARS = ("NEURON_LOGICAL_NC_CONFIG", "NEURON_CC_FLAGS", "XLA_HANDLE_SPECIAL_SCALAR", "UNSAFE_FP8FNCAST")
@@ -31,6 +35,10 @@ SHARDING_OVERRIDE = re.compile(
     r"GQA\.CONVERT_TO_MHA")
 KEY_FILE = "carbon_artifact_key.json"
 COMPILED_MODEL_FILE = "model.pt"
+# Touched each time an artifact is loaded: the runner's eviction (ci/scripts/cache-evict.sh) reads its
+# mtime. A directory's atime cannot say this: loading never lists the directory, and ``du`` over the
+# cache refreshes every atime.
+LAST_USED_FILE = "last_used"
 NEURON_CONFIG_FILE = "neuron_config.json"
 
 
@@ -61,6 +69,16 @@ def compile_work_dir(artifact_tmp: Path) -> Path:
     ``BASE_COMPILE_WORK_DIR`` (default ``/tmp/nxd_model/``) and deletes it first, so two builds
     sharing the default would delete each other's work."""
     return artifact_tmp.parent / f".{artifact_tmp.name}.work"
+
+
+def touch_last_used(artifact_dir: Path) -> None:
+    """Record that ``artifact_dir`` is being loaded now (its ``last_used`` file's mtime). A cache on a
+    read-only volume cannot record it: that is said once, and the artifact is still loaded."""
+    try:
+        (artifact_dir / LAST_USED_FILE).touch()
+    except OSError as exc:
+        logging.getLogger(__name__).warning("cannot record the use of %s (%s): eviction by last use will see "
+                                            "only its build time", artifact_dir, exc)
 
 
 def neuron_versions() -> dict[str, str]:

@@ -36,6 +36,7 @@ from harness.backends.neuron.artifacts import (
     observed_strategy,
     parse_sharding_log,
     save_sharding_log,
+    touch_last_used,
 )
 from harness.backends.neuron.config import (
     NOT_ON_CPU,
@@ -327,6 +328,7 @@ class NeuronEngine(Engine):
                 raise BackendError(problem)
 
         build_once(cache, build, validate)
+        touch_last_used(cache)
         with environment(env), capture_neuron_logs() as lines:
             model = make_model()
             model.load(str(cache) + "/")
