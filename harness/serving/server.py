@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.carbon.qwen3 import builtin_tokenizer_dir
-from harness.core.paths import REPO_ROOT
 from harness.core.ports import free_port
 from harness.core.storage import build_once
 from harness.core.vocab import DNA_VOCAB_SIZE, VOCAB_SIZE, DnaLayout, dna_block_tokens
@@ -204,10 +203,6 @@ class VLLMServer:
         return ServerError(f"vLLM server exited with code {code} before it was ready; last lines of "
                            f"{self.log_path}:\n{log_tail(self.log_path)}")
 
-    def check_alive(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            raise self.died()
-
     def wait_ready(self, timeout_s: float = 300.0, progress: Callable[[str], None] | None = None) -> "VLLMServer":
         """Poll ``/v1/models`` until it answers; fail at once if the process exits, or after the timeout."""
         assert self.proc is not None, "start() first"
@@ -286,33 +281,3 @@ def launch(server: VLLMServer, what: str, timeout_s: float, progress: Callable[[
         cores = "" if server.cpu_bind is None else f", CPUs {server.cpu_bind}"
         progress(f"starting vLLM{what} (pid {server.proc.pid}) on {server.url}{cores}, log {server.log_path}")
     return server.wait_ready(timeout_s, progress)
-
-
-def run_agreement(python: str, endpoint, tokenizer_dir: Path, out_dir: Path, num_prompts: int, input_len: int,
-                  output_len: int, max_concurrency: int, rounds: int = 3, max_rounds: int | None = None,
-                  burst_fraction: float = 0.1, timeout_s: float = 900.0) -> list[dict]:
-    """Rounds of ``vllm bench serve`` and the harness's load generator side by side on ``endpoint``
-    (``harness.serving.agreement``, run in vLLM's Python with this harness importable), until ``rounds``
-    were read smoothly by both or ``max_rounds`` ran."""
-    from harness.serving.agreement import check_rounds
-
-    max_rounds = rounds if max_rounds is None else max_rounds
-    check_rounds(rounds, max_rounds, burst_fraction)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    result, log = out_dir / "agreement.json", out_dir / "agreement.log"
-    root = str(REPO_ROOT)
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    if endpoint.api_key:
-        env["OPENAI_API_KEY"] = endpoint.api_key
-    cmd = [python, "-m", "harness.serving.agreement", "--url", endpoint.url, "--model", endpoint.model, "--tokenizer",
-           str(tokenizer_dir), "--num-prompts", str(num_prompts), "--input-len", str(input_len), "--output-len",
-           str(output_len), "--max-concurrency", str(max_concurrency), "--rounds", str(rounds), "--max-rounds",
-           str(max_rounds), "--burst-fraction", str(burst_fraction), "--out", str(result)]
-    with open(log, "wb") as f:
-        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
-                              timeout=timeout_s)
-    if proc.returncode != 0 or not result.is_file():
-        raise ServerError(f"vllm bench serve comparison exited with {proc.returncode}; last lines of {log}:\n"
-                          f"{log_tail(log)}")
-    return json.loads(result.read_text())["rounds"]

@@ -129,7 +129,8 @@ def test_figures_agree_with_vllm_bench(carbon_session, carbon_endpoint, tmp_path
     (at most ``max_rounds``), and with none (a loaded box: in the loaded CI run all 8 rounds had every
     token of a request arrive at once, for both clients) the test skips, saying how many rounds each
     client read in bursts: there is nothing to compare."""
-    from harness.serving.server import run_agreement, serving_tokenizer_dir, vllm_python
+    from harness.serving.agreement import run_agreement
+    from harness.serving.server import serving_tokenizer_dir, vllm_python
 
     python = vllm_python()
     if python is None:
