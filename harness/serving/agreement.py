@@ -57,15 +57,23 @@ def same_prompts(tokenizer: str, num_prompts: int, input_len: int, output_len: i
     return Workload("vllm-random", reqs, max_concurrency, f"vllm bench serve's random dataset, seed {seed}")
 
 
-def run_vllm_bench_once(args: list[str], result_dir: str, started: Any = None, ready: Any = None) -> dict[str, Any]:
+def run_vllm_bench_once(args: list[str], result_dir: str, started: Any = None, ready: Any = None,
+                        ready_timeout_s: float = 600.0) -> dict[str, Any]:
     """vLLM's benchmark, its random prompts sent as the token ids the server would make of them
-    (``SampleRequest.prompt`` takes ids), so both clients send identical requests. When its main run
-    sends its first request (after vLLM's test request and warm-up, which reuse one input), it waits
-    for ``ready`` (the other client warmed up) and sets ``started``, so both timed runs start together."""
+    (``SampleRequest.prompt`` takes ids), so both clients send identical requests.
+
+    Side by side with the harness's client: before vLLM's benchmark starts it waits for ``ready`` (the
+    other client warmed up), so the wait is inside none of its timed figures; ``started`` is set as its
+    timed run asks ``serve.get_request`` (the generator of the timed run's requests, which the test
+    request and the warm-ups do not go through) for its first request. How vLLM builds its test and
+    warm-up requests (one reused object, or copies) does not move the signal."""
     from vllm.benchmarks import serve
     from vllm.benchmarks.datasets import datasets
 
-    original_sample, original_funcs = datasets.RandomDataset.sample, serve.ASYNC_REQUEST_FUNCS
+    if not hasattr(serve, "get_request"):
+        raise RuntimeError("vllm.benchmarks.serve has no get_request, the generator of its timed run's requests: "
+                           "the side-by-side start needs it (read how this vLLM's benchmark() sends its timed run)")
+    original_sample, original_get_request = datasets.RandomDataset.sample, serve.get_request
 
     def sample_ids(self, tokenizer, *a, **kw):
         reqs = original_sample(self, tokenizer, *a, **kw)
@@ -73,28 +81,25 @@ def run_vllm_bench_once(args: list[str], result_dir: str, started: Any = None, r
             r.prompt = tokenizer(r.prompt, add_special_tokens=False).input_ids
         return reqs
 
-    def synchronised(func):
-        seen: list[Any] = []
-
-        async def request(request_func_input, *a, **kw):
-            if not seen:
-                seen.append(request_func_input)  # the test / warm-up input
-            elif request_func_input is not seen[0] and started is not None and not started.is_set():
-                if ready is not None and not ready.wait(timeout=600):
-                    raise RuntimeError("the harness's client did not get ready within 600 s")
-                started.set()
-            return await func(request_func_input, *a, **kw)
-
-        return request
+    async def timed_requests(*a, **kw):
+        if started is not None:
+            started.set()
+        async for item in original_get_request(*a, **kw):
+            yield item
 
     parser = argparse.ArgumentParser()
     serve.add_cli_args(parser)
-    datasets.RandomDataset.sample = sample_ids
-    serve.ASYNC_REQUEST_FUNCS = {k: synchronised(f) for k, f in original_funcs.items()}
+    parsed = parser.parse_args(args)
+    if ready is not None and not ready.wait(timeout=ready_timeout_s):
+        raise RuntimeError(f"the harness's client did not get ready within {ready_timeout_s:.0f} s")
+    datasets.RandomDataset.sample, serve.get_request = sample_ids, timed_requests
     try:
-        serve.main(parser.parse_args(args))
+        serve.main(parsed)
     finally:
-        datasets.RandomDataset.sample, serve.ASYNC_REQUEST_FUNCS = original_sample, original_funcs
+        datasets.RandomDataset.sample, serve.get_request = original_sample, original_get_request
+    if started is not None and not started.is_set():
+        raise RuntimeError("vllm bench serve finished without asking serve.get_request for its timed run's requests: "
+                           "the other client was never told to start")
     return json.loads((Path(result_dir) / "vllm-bench.json").read_text())
 
 
@@ -122,8 +127,9 @@ def _vllm_bench_side(args: list[str], result_dir: str, started: Any, ready: Any)
 
 
 def _harness_side(url: str, model: str, workload: Any, max_concurrency: int, ready: Any, started: Any,
-                  queue: Any) -> None:
-    """Warm up (one request per slot), signal ``ready``, and start the timed run with vLLM's."""
+                  queue: Any, start_timeout_s: float = 600.0) -> None:
+    """Warm up (one request per slot), signal ``ready``, and start the timed run with vLLM's. When
+    vLLM's does not start within ``start_timeout_s``, fail: a run alone is no side-by-side figure."""
     from dataclasses import replace
 
     from harness.serving.client import Endpoint
@@ -133,7 +139,9 @@ def _harness_side(url: str, model: str, workload: Any, max_concurrency: int, rea
     run_load(endpoint, replace(workload, requests=workload.requests[:max_concurrency]),
              LoadSpec(max_concurrency=max_concurrency, warmup=0))
     ready.set()
-    started.wait(timeout=600)
+    if not started.wait(timeout=start_timeout_s):
+        raise RuntimeError(f"vllm bench serve did not start its timed run within {start_timeout_s:g} s of the "
+                           "harness's client getting ready: the harness's client does not run alone")
     run = run_load(endpoint, workload, LoadSpec(max_concurrency=max_concurrency, warmup=0))
     ours = run.metrics()
     # streamed chunks per request: a server merges tokens into one chunk when its client lags
