@@ -122,12 +122,19 @@ def assert_scan_agrees(got_engine: Any, want_engine: Any, tokenizer: Any, window
 
 def assert_sequence_scores_agree(got_engine: Any, want_engine: Any, tokenizer: Any) -> None:
     """bp-level scores of sequences ending 0, 1 and 2 bases past a whole 6-mer."""
-    import numpy as np
-
     from harness.carbon.dna import prompt_suite
     from harness.workloads.scoring import score_sequences
 
     seqs = [c.sequence[: 120 + 7 * i] for i, c in enumerate(prompt_suite(180)[:3])]
-    for g, w in zip(score_sequences(got_engine, tokenizer, seqs), score_sequences(want_engine, tokenizer, seqs)):
-        assert g.sequence == w.sequence
+    assert_same_sequence_scores(score_sequences(got_engine, tokenizer, seqs), score_sequences(want_engine, tokenizer, seqs))
+
+
+def assert_same_sequence_scores(got: list[Any], want: list[Any]) -> None:
+    """Every sequence scored on both sides, in order, with the same per-base probabilities: a side that
+    drops a sequence fails (``zip`` alone would compare the common prefix and pass)."""
+    import numpy as np
+
+    assert [g.sequence for g in got] == [w.sequence for w in want], (
+        f"scored {len(got)} sequences, expected {len(want)}: the sequences differ or one is missing")
+    for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g.base_probs, w.base_probs, rtol=SCORE_RTOL)

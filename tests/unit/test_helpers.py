@@ -1,16 +1,19 @@
 """The shared test helpers (tests/helpers.py) hold what they promise: the option values are the ones
-the plugin hands ``make_config``, and a second checkout's tests refuse to run against this harness."""
+the plugin hands ``make_config``, a second checkout's tests refuse to run against this harness, and the
+scoring comparison fails a backend that drops a sequence."""
 
 from __future__ import annotations
 
 import ast
 import inspect
 
+import numpy as np
 import pytest
 
 from harness.core.paths import REPO_ROOT
 from harness.plugin import hooks
-from tests.helpers import REPO, checkout_under_test, plugin_options
+from harness.workloads.scoring import SequenceScore
+from tests.helpers import REPO, assert_same_sequence_scores, checkout_under_test, plugin_options
 
 pytestmark = pytest.mark.unit
 
@@ -33,3 +36,13 @@ def test_tests_refuse_another_checkouts_harness(tmp_path):
     with pytest.raises(RuntimeError, match=f"the tests in {tmp_path / 'fresh'} import the harness package of "
                                            f"{REPO_ROOT}: run `python -m pytest` from"):
         checkout_under_test(tmp_path / "fresh" / "tests", REPO_ROOT)
+
+
+def test_a_backend_that_drops_a_sequence_fails_the_scores_comparison():
+    """The served and neuron scoring tests compare each backend's bp-level scores with transformers' through
+    this helper: a backend that returns one sequence fewer must fail it, whichever one it drops."""
+    want = [SequenceScore(seq, np.full(len(seq), 0.25)) for seq in ("ACGTAC", "ACGTACG", "ACGTACGT")]
+    assert_same_sequence_scores(list(want), want)
+    for dropped in range(len(want)):
+        with pytest.raises(AssertionError, match="scored 2 sequences, expected 3"):
+            assert_same_sequence_scores(want[:dropped] + want[dropped + 1:], want)

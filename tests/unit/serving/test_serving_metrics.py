@@ -13,7 +13,7 @@ from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.metrics import SERVING_FIGURES
 from harness.core.options import parse_slos, parse_sweep
 from harness.core.vocab import VOCAB_SIZE
-from harness.serving.agreement import check_rounds, read_in_bursts, starved_rounds
+from harness.serving.agreement import check_rounds, compared_rounds, read_in_bursts, starved_rounds
 from harness.serving.client import RequestResult
 from harness.serving.loadgen import LoadSpec, arrival_offsets, get_workload
 from harness.serving.metrics import meets_slos, serving_metrics
@@ -176,12 +176,30 @@ def test_agreement_rounds_are_checked(rounds, max_rounds, fraction, message):
         check_rounds(rounds, max_rounds, fraction)
 
 
-def test_rounds_are_comparable_while_one_was_read_smoothly_by_both_clients():
-    """The loaded CI run's 8 rounds had every token arrive at once for both clients: nothing to compare,
-    and the reason counts the rounds per client; one smooth round among them is enough to compare."""
+def test_rounds_are_comparable_while_the_reference_read_one_smoothly():
+    """The loaded CI run's 8 rounds had every token arrive at once for both clients: the reference (vllm bench
+    serve) measured no server step, so there is nothing to compare, and the reason says so; one round the
+    reference read smoothly is enough to compare."""
     starved = [{"read_in_bursts": ["harness", "vllm_bench"]}] * 7 + [{"read_in_bursts": ["vllm_bench"]}]
     assert starved_rounds(starved) == (
-        "in all 8 rounds a client read its streams in bursts (the harness in 7, vllm bench in 8): every token of "
-        "a request arrived at once, so the box starved the clients or the server's streaming and neither client "
-        "measured the server's steps")
+        "in all 8 rounds vllm bench serve, the reference client, read its streams in bursts (the harness did in 7): "
+        "every token of a request arrived at once, so the box starved the clients or the server's streaming and the "
+        "reference measured none of the server's steps")
+    assert compared_rounds(starved) == []
     assert starved_rounds([*starved, {"read_in_bursts": []}]) is None
+
+
+def test_only_the_references_bursts_leave_a_round_out():
+    """A harness client that reads every stream in bursts (its ITL 100x too small) beside a reference that
+    read smoothly is a measurement to compare, which fails the gate, never a reason to skip: every round is
+    compared, and a round is left out only where the reference read in bursts."""
+    harness_only = [{"read_in_bursts": ["harness"]}] * 8
+    assert starved_rounds(harness_only) is None
+    assert compared_rounds(harness_only) == harness_only
+    mixed = [{"read_in_bursts": ["harness"]}, {"read_in_bursts": ["harness", "vllm_bench"]}, {"read_in_bursts": []}]
+    assert compared_rounds(mixed) == [mixed[0], mixed[2]]
+
+
+def test_no_rounds_is_an_error_not_a_skip():
+    with pytest.raises(ValueError, match="no agreement rounds ran: there is nothing to compare, and no reason to skip"):
+        starved_rounds([])
