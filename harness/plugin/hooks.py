@@ -59,6 +59,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group.addoption("--carbon-cores-per-worker", type=parse_positive_int, metavar="N",
                     help="with pytest-xdist on a multi-chip host: each worker gets its own N NeuronCores "
                          "(NEURON_RT_VISIBLE_CORES)")
+    group.addoption("--carbon-cpu-threads", type=parse_positive_int, metavar="N",
+                    help="torch's intra-op threads where the model runs on this CPU (hf on cpu, NxDI's CPU mode); "
+                         "default 1: on a shared CPU a multi-threaded forward waits for whichever thread lost its core")
     group.addoption("--carbon-neuron-cpu", action="store_true", default=False,
                     help="neuron backend: run NxDI's own CPU mode (on_cpu=True, to_cpu(); tp 1, fp32) instead of a "
                          "Trainium2 device; only the Neuron-only binary packages are stubbed")
@@ -131,6 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "hardware": config.getoption("carbon_hardware"), "runs": config.getoption("carbon_runs"),
         "warmup": config.getoption("carbon_warmup"), "variants": config.getoption("carbon_variants"),
         "cores_per_worker": config.getoption("carbon_cores_per_worker"),
+        "cpu_threads": config.getoption("carbon_cpu_threads"),
         "neuron_cpu": config.getoption("carbon_neuron_cpu"), "nxdi_source": config.getoption("carbon_nxdi_source"),
         "drafts": config.getoption("carbon_drafts"),
         "speculation_length": config.getoption("carbon_speculation_length"),
@@ -140,10 +144,10 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         harness_config = make_config(options, Path(str(config.rootpath)))
         from harness.session.preflight import check_backend_available
-        from harness.session.workers import assign_worker_cores, limit_worker_threads
+        from harness.session.workers import assign_worker_cores, limit_torch_threads
 
         assign_worker_cores(harness_config, os.environ.get("PYTEST_XDIST_WORKER", "master"))
-        limit_worker_threads()
+        limit_torch_threads(harness_config)
         check_backend_available(harness_config, connect=not config.option.collectonly)
     except (ValueError, OSError, BackendError) as exc:
         raise pytest.UsageError(f"carbon-harness: {exc}") from None

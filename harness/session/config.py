@@ -130,6 +130,7 @@ class HarnessConfig:
     model_root: Path | None = None
     variants: tuple[str, ...] = ()
     cores_per_worker: int | None = None
+    cpu_threads: int | None = None  # --carbon-cpu-threads: torch's intra-op threads where the model runs on this CPU
     neuron_cpu: bool = False  # the neuron backend in NxDI's CPU mode
     nxdi_source: Path | None = None  # NxDI from a source checkout instead of the installed package
     drafts: list[ModelRef] = field(default_factory=list)  # speculative drafts (label "self": the target)
@@ -216,5 +217,5 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
                          cache_dir=Path(options["cache_dir"]).expanduser(), thresholds=load_thresholds(files),
                          threshold_files=[str(f) for f in files], hardware_name=hardware, runs=runs, warmup=warmup,
                          model_root=model_root, variants=variants, cores_per_worker=options.get("cores_per_worker"),
-                         neuron_cpu=neuron_cpu, nxdi_source=nxdi_source,
+                         cpu_threads=options.get("cpu_threads"), neuron_cpu=neuron_cpu, nxdi_source=nxdi_source,
                          drafts=drafts, drafts_requested=bool(options.get("drafts")), speculation_length=int(options.get("speculation_length", 4)))

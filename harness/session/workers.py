@@ -1,5 +1,5 @@
 """What each pytest-xdist worker takes of the host: its own NeuronCores on a multi-chip host, and
-its share of the CPUs for torch's threads."""
+its share of the CPUs for torch's threads, and one thread where the model runs on this CPU."""
 
 from __future__ import annotations
 
@@ -32,21 +32,51 @@ def worker_cpu_threads(cpus: int, workers: int) -> int:
     return max(1, cpus // workers)
 
 
-def limit_worker_threads(environ: dict[str, str] | None = None) -> int | None:
-    """In a pytest-xdist worker, cap torch's intra-op threads (and OMP_NUM_THREADS, for what the
-    worker starts) at this worker's share of the CPUs; returns the cap (None outside xdist, or where
-    the user set OMP_NUM_THREADS).
+def model_runs_on_cpu(config: HarnessConfig) -> bool:
+    """Whether torch in this process runs the model on this machine's CPU: hf on the cpu device, or
+    NxDI's CPU mode (a served model runs in its server, a Trn2 one on the device)."""
+    if config.backend == "neuron":
+        return config.neuron_cpu
+    if config.backend != "hf":
+        return False
+    from harness.backends.hf import resolve_device
 
-    Why: each worker's torch otherwise starts one OpenMP thread per CPU, so ``-n 2`` on 2 CPUs runs 4
-    spinning threads on 2 cores: the smoke CTE ranged from 13 to 244 ms (3.2-3.4 ms with one thread
-    each), and a 24 ms speculative run took 0.3-0.8 s next to a busy neighbour."""
-    env = os.environ if environ is None else environ
-    workers = env.get("PYTEST_XDIST_WORKER_COUNT")
-    if not env.get("PYTEST_XDIST_WORKER") or not workers or env.get("OMP_NUM_THREADS"):
+    return resolve_device(config.device).type == "cpu"
+
+
+def torch_thread_cap(config: HarnessConfig, environ: dict[str, str], cpus: int) -> int | None:
+    """torch's intra-op threads for this process, or None to leave torch's own choice.
+
+    Where the model runs on this CPU: ``--carbon-cpu-threads``, else one. Why one: a forward split over
+    every core waits at each op for whichever thread lost its core to other work. Beside one busy core on
+    2 CPUs, the smoke CTE took 30-250 ms of CPU with 2 threads, bimodal by whether the neighbour held the
+    other core during that round, against 10-16 ms with one (the 10x between test_cte and test_e2e's CTE
+    of one run was that, not what each path measures). A user's OMP_NUM_THREADS is theirs to keep.
+
+    Elsewhere, in a pytest-xdist worker: its share of the CPUs (each worker's torch otherwise starts a
+    thread per CPU, ``-n 2`` on 2 CPUs then runs 4 spinning threads on 2 cores)."""
+    if config.cpu_threads:
+        return config.cpu_threads
+    if environ.get("OMP_NUM_THREADS"):
         return None
+    if model_runs_on_cpu(config):
+        return 1
+    workers = environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if environ.get("PYTEST_XDIST_WORKER") and workers:
+        return worker_cpu_threads(cpus, int(workers))
+    return None
+
+
+def limit_torch_threads(config: HarnessConfig, environ: dict[str, str] | None = None) -> int | None:
+    """Apply :func:`torch_thread_cap`; returns the cap (None where torch keeps its own). In an xdist
+    worker OMP_NUM_THREADS is set too, for what the worker starts."""
+    env = os.environ if environ is None else environ
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = worker_cpu_threads(cpus, int(workers))
-    env["OMP_NUM_THREADS"] = str(threads)
+    threads = torch_thread_cap(config, env, cpus)
+    if threads is None:
+        return None
+    if env.get("PYTEST_XDIST_WORKER"):
+        env["OMP_NUM_THREADS"] = str(threads)
     import torch
 
     torch.set_num_threads(threads)

@@ -10,7 +10,8 @@ import pytest
 
 from harness.core.options import parse_positive_float, parse_runs, parse_warmup
 from harness.session.config import make_config
-from harness.session.workers import limit_worker_threads, worker_cpu_threads
+from harness.session.config import HarnessConfig
+from harness.session.workers import limit_torch_threads, torch_thread_cap, worker_cpu_threads
 from tests.helpers import REPO, plugin_options, run_pytest
 
 pytestmark = pytest.mark.unit
@@ -92,14 +93,41 @@ def test_a_cpu_share_of_nothing_is_refused(cpus, workers):
         worker_cpu_threads(cpus, workers)
 
 
-@pytest.mark.parametrize("environ", [{}, {"PYTEST_XDIST_WORKER_COUNT": "2"},
-                                     {"PYTEST_XDIST_WORKER": "gw0", "PYTEST_XDIST_WORKER_COUNT": "2",
-                                      "OMP_NUM_THREADS": "3"}],
-                         ids=["not-xdist", "controller", "user-set-omp"])
-def test_threads_are_left_alone_outside_a_worker_or_when_the_user_set_them(environ):
-    before = dict(environ)
-    assert limit_worker_threads(environ) is None
-    assert environ == before
+XDIST = {"PYTEST_XDIST_WORKER": "gw0", "PYTEST_XDIST_WORKER_COUNT": "2"}
+
+
+@pytest.mark.parametrize("config, environ, threads", [
+    (HarnessConfig(backend="hf", device="cpu"), {}, 1),
+    (HarnessConfig(backend="hf", device="cpu"), XDIST, 1),
+    (HarnessConfig(backend="hf", device="cpu", cpu_threads=3), {}, 3),
+    (HarnessConfig(backend="hf", device="cpu", cpu_threads=3), {"OMP_NUM_THREADS": "2"}, 3),
+    (HarnessConfig(backend="hf", device="cpu"), {"OMP_NUM_THREADS": "2"}, None),
+    (HarnessConfig(backend="neuron", neuron_cpu=True), {}, 1),
+    (HarnessConfig(backend="neuron"), {}, None),
+    (HarnessConfig(backend="openai", endpoint="http://127.0.0.1:1"), {}, None),
+    (HarnessConfig(backend="openai", endpoint="http://127.0.0.1:1"), XDIST, 8),
+    (HarnessConfig(backend="openai", endpoint="http://127.0.0.1:1"), {"PYTEST_XDIST_WORKER_COUNT": "2"}, None),
+], ids=["hf-cpu", "hf-cpu-xdist", "given", "given-beats-omp", "user-omp", "nxdi-cpu-mode", "nxdi-device",
+        "served", "served-xdist-share", "xdist-controller"])
+def test_torch_runs_the_model_on_one_cpu_thread_unless_told(config, environ, threads):
+    """One thread where the model runs on this CPU (a forward split over cores waits for whichever thread
+    lost its core: the CTE went bimodal, 10x, beside a busy neighbour); a worker's CPU share elsewhere."""
+    assert torch_thread_cap(config, environ, cpus=16) == threads
+
+
+def test_the_thread_cap_is_applied_to_torch_and_to_what_a_worker_starts():
+    import torch
+
+    before = torch.get_num_threads()
+    environ = dict(XDIST)
+    try:
+        assert limit_torch_threads(HarnessConfig(backend="hf", device="cpu", cpu_threads=2), environ) == 2
+        assert torch.get_num_threads() == 2 and environ["OMP_NUM_THREADS"] == "2"
+        untouched = {"OMP_NUM_THREADS": "3"}
+        assert limit_torch_threads(HarnessConfig(backend="hf", device="cpu"), untouched) is None
+        assert untouched == {"OMP_NUM_THREADS": "3"}
+    finally:
+        torch.set_num_threads(before)
 
 
 # -- --carbon-model-root: a named model that is not there is an error, not synthetic weights ---------------------------
