@@ -154,10 +154,6 @@ class Delta:
         return (self.new - self.base) / abs(self.base)
 
     @property
-    def has_ci(self) -> bool:
-        return self.low is not None
-
-    @property
     def under_floor(self) -> bool:
         return abs(self.new - self.base) < self.floor
 
