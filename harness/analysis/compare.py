@@ -296,6 +296,19 @@ def load_tolerances(path: str | Path, default: float) -> Tolerances:
                       metric_map(data.get("metrics") or {}, "metrics", False), groups)
 
 
+def require_round_data(results: list[BenchResult], source: str | Path) -> None:
+    """Stop (``ReportError``) when a pytest-benchmark file timed rounds but kept none of them: files
+    from ``--benchmark-save`` / ``--benchmark-autosave`` hold only ``stats`` unless
+    ``--benchmark-save-data`` is given, and every figure of such a file would have no interval, be
+    shown as informational and never regress: a gate that passes for lack of data."""
+    bare = [r for r in results if r.rounds is not None and r.rounds >= MIN_SAMPLES and "median_s" not in r.samples]
+    if bare:
+        raise ReportError(f"{source}: {len(bare)} of {len(results)} benchmark(s) timed rounds but kept none "
+                          f"(first: {bare[0].name}, {bare[0].rounds} rounds, no stats.data), so no change can be "
+                          "told from noise; write the runs with --benchmark-json FILE, or add --benchmark-save-data "
+                          "to --benchmark-save / --benchmark-autosave")
+
+
 def _informational(metric: str, b: BenchResult, n: BenchResult) -> str | None:
     """Why a figure cannot regress, or None: a benchmark names it informational, or it has too few
     samples for an interval (an NxDI report's fields, point estimates only, are compared as such)."""
