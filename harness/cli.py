@@ -211,13 +211,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _load_side(path: Path, other: Path, select: str | None):
     """Results of one side of a comparison; a harness run compared with an NxDI report is turned
     into NxDI's form first (the one benchmark --nxdi-select names), so the same fields line up."""
+    from harness.analysis.compare import require_round_data
     from harness.analysis.results import ReportError, from_nxdi, is_nxdi_report, load_results, to_nxdi
     from harness.core.storage import load_json
 
     results, manifest = load_results(path)
     if is_nxdi_report(load_json(other, ReportError, "benchmark JSON")) and not is_nxdi_report(
             load_json(path, ReportError, "benchmark JSON")):
-        results = from_nxdi(to_nxdi(results, select), f"{path} (as an NxDI report)")
+        return from_nxdi(to_nxdi(results, select), f"{path} (as an NxDI report)"), manifest
+    require_round_data(results, path)  # point estimates are all an NxDI report has; a harness run keeps rounds
     return results, manifest
 
 

@@ -154,10 +154,6 @@ class Delta:
         return (self.new - self.base) / abs(self.base)
 
     @property
-    def has_ci(self) -> bool:
-        return self.low is not None
-
-    @property
     def under_floor(self) -> bool:
         return abs(self.new - self.base) < self.floor
 
@@ -298,6 +294,19 @@ def load_tolerances(path: str | Path, default: float) -> Tolerances:
         groups[g] = {"*": pct(v, f"groups.{g}")} if not isinstance(v, dict) else metric_map(v, f"groups.{g}", True)
     return Tolerances(pct(data["default"], "default") if "default" in data else default,
                       metric_map(data.get("metrics") or {}, "metrics", False), groups)
+
+
+def require_round_data(results: list[BenchResult], source: str | Path) -> None:
+    """Stop (``ReportError``) when a pytest-benchmark file timed rounds but kept none of them: files
+    from ``--benchmark-save`` / ``--benchmark-autosave`` hold only ``stats`` unless
+    ``--benchmark-save-data`` is given, and every figure of such a file would have no interval, be
+    shown as informational and never regress: a gate that passes for lack of data."""
+    bare = [r for r in results if r.rounds is not None and r.rounds >= MIN_SAMPLES and "median_s" not in r.samples]
+    if bare:
+        raise ReportError(f"{source}: {len(bare)} of {len(results)} benchmark(s) timed rounds but kept none "
+                          f"(first: {bare[0].name}, {bare[0].rounds} rounds, no stats.data), so no change can be "
+                          "told from noise; write the runs with --benchmark-json FILE, or add --benchmark-save-data "
+                          "to --benchmark-save / --benchmark-autosave")
 
 
 def _informational(metric: str, b: BenchResult, n: BenchResult) -> str | None:

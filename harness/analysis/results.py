@@ -45,6 +45,7 @@ class BenchResult:
     samples: dict[str, list[float]] = field(default_factory=dict)  # metric -> per-round values
     invalid: dict[str, Any] = field(default_factory=dict)  # metric -> a value that is not a finite number
     directions: dict[str, str] = field(default_factory=dict)  # for metrics outside METRICS (NxDI reports)
+    rounds: int | None = None  # pytest-benchmark's stats.rounds: how many rounds were timed, kept or not
 
 
 def optional_object(parent: dict, key: str, where: str, label: str | None = None) -> dict:
@@ -115,8 +116,9 @@ def parse_benchmark(b: Any, i: int, source: str, price: float | None) -> BenchRe
         for metric in ("cte_ms_p50", "tkg_ms_p50", "e2e_ms_p50"):
             if metric in figures and metric not in samples and math.isclose(figures[metric], ms, rel_tol=1e-9):
                 samples[metric] = [v * 1000.0 for v in rounds]
+    rounds = stats.get("rounds")
     return BenchResult(name, group, extra, float(median) if median is not None else None, price, figures, samples,
-                       invalid)
+                       invalid, rounds=rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None)
 
 
 def run_manifest_of(data: dict[str, Any], source: str) -> dict[str, Any]:

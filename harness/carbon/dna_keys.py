@@ -113,13 +113,6 @@ def dna_blocks(content: str, k: int = K, case_policy: str = "upper") -> DnaBlock
     return DnaBlocks(KEY_INDEX.take(keys).astype(np.int64), last)
 
 
-def dna_ids(content: str, layout: DnaLayout = DnaLayout(), case_policy: str = "upper") -> np.ndarray:
-    """6-mer ids of the content of a DNA region (stripped, case-normalised, ``A``-padded, ``<oov>``
-    for any block with a character outside ACGT), as one int64 array."""
-    blocks = dna_blocks(content, layout.k, case_policy)
-    return np.where(blocks.index >= 0, blocks.index + layout.kmer_start_id, layout.oov_id)
-
-
 def normalise_dna(content: str, case_policy: str = "upper") -> str:
     """Strip surrounding whitespace and apply the case policy (``str.upper`` has Unicode
     semantics: ``ß`` becomes ``SS``, which shifts the 6-mer frame exactly as the published code)."""
@@ -128,8 +121,9 @@ def normalise_dna(content: str, case_policy: str = "upper") -> str:
 
 
 def dna_ids_loop(content: str, layout: DnaLayout = DnaLayout(), case_policy: str = "upper") -> list[int]:
-    """The straightforward per-6-mer loop over the same content as ``dna_ids``: an independent
-    oracle for the property tests (the speed baseline is ``harness.carbon.tokenizer_reference``)."""
+    """6-mer ids of a DNA region's content by the straightforward per-6-mer loop: an independent
+    oracle for the property tests against the tokenizer's vectorised ``dna_blocks`` (the speed
+    baseline is ``harness.carbon.tokenizer_reference``)."""
     table = {tok: layout.kmer_start_id + i for i, tok in
              enumerate("".join(p) for p in itertools.product(BASES, repeat=layout.k))}
     content = normalise_dna(content, case_policy)

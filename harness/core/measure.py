@@ -136,6 +136,41 @@ def fastest_interleaved(calls: Mapping[str, Callable[[], Any]], rounds: int, war
     return {name: Fastest(min(times[name]), tuple(times[name]), results[name]) for name in names}
 
 
+@dataclass(frozen=True)
+class Difference:
+    """An added cost timed as (with - without) over interleaved rounds. ``value``: the fastest round
+    with it less the fastest round without, as measured: noise can make it negative, and clamping
+    it to 0 would hide that. ``low`` / ``high``: the range of the rounds' paired differences, its
+    spread; where the rounds disagree on its sign, the cost is below what the loops resolve."""
+
+    value: float
+    low: float
+    high: float
+
+    @property
+    def below_resolution(self) -> bool:
+        return self.low <= 0.0 <= self.high
+
+    def scaled(self, factor: float) -> "Difference":
+        """The same difference in another unit (``factor`` > 0), e.g. seconds per loop to µs per call."""
+        if not factor > 0:
+            raise ValueError(f"factor={factor!r} must be > 0")
+        return Difference(self.value * factor, self.low * factor, self.high * factor)
+
+    def describe(self, unit: str) -> str:
+        text = f"{self.value:+.3g} {unit} (rounds {self.low:+.3g} to {self.high:+.3g} {unit})"
+        return f"below resolution: {text}" if self.below_resolution else text
+
+
+def interleaved_difference(with_: Sequence[float], without: Sequence[float]) -> Difference:
+    """``Difference`` of the timed rounds with and without an addition, round ``i`` of each run
+    next to the other's (``with_[i]`` paired with ``without[i]``)."""
+    if not with_ or len(with_) != len(without):
+        raise ValueError(f"{len(with_)} rounds with and {len(without)} without: give the same number, at least 1")
+    pairs = [w - o for w, o in zip(with_, without)]
+    return Difference(min(with_) - min(without), min(pairs), max(pairs))
+
+
 def latency_stats(name: str, values_ms: Sequence[float]) -> dict[str, float]:
     """``{mean,median,std,p90,p99}_{name}_ms`` of one sample (population std, as numpy / vLLM)."""
     if len(values_ms) == 0:

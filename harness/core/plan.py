@@ -34,11 +34,6 @@ class AttentionSharding:
     source_heads: int
     source_kv_heads: int
 
-    @property
-    def kv_replication(self) -> float:
-        """Stored KV heads over the model's own: the KV-cache cost of the sharding."""
-        return self.num_kv_heads / self.source_kv_heads
-
 
 def extra_heads(num_heads: int, tp_degree: int) -> int:
     """neuronx-distributed ``parallel_layers/pad.py: get_number_of_extra_heads``."""

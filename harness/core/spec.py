@@ -237,9 +237,6 @@ class RunShape:
                 f"exceeds shape {self.name!r} seq_len={self.seq_len}"
             )
 
-    def with_batch(self, batch_size: int) -> "RunShape":
-        return replace(self, batch_size=batch_size)
-
 
 SHAPES: dict[str, RunShape] = {
     s.name: s
@@ -263,7 +260,6 @@ SHAPES: dict[str, RunShape] = {
 }
 # Prefill-only workloads (harness.workloads.scoring): no decode, logits at every position.
 SCORING_SHAPES = frozenset({"vep-bs8", "scan-cpu", "scan-8k", "scan-32k", "scan-64k"})
-DEFAULT_SHAPE = "smoke"
 
 
 def get_shape(name: str) -> RunShape:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,11 +35,39 @@ def ensure_writable_dir(path: Path) -> None:
         raise StorageError(f"directory {path} is not writable")
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (``os.umask`` can only
+    set it: setting and restoring would open a window in which another thread creates files 0666)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def open_mode(path: Path) -> int:
+    """The permissions a plain ``open(path, "w")`` would leave: an existing file keeps its own,
+    a new one gets 0666 less the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~current_umask()
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to a temporary file beside ``path``, fsync it and rename it into place, with
+    the mode a plain ``open()`` would give (mkstemp makes 0600 files: evidence such as a report or
+    a thresholds file is for sharing, and a CI job uploading it as another user must read it)."""
     path = Path(path)
     ensure_writable_dir(path.parent)
+    mode = open_mode(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

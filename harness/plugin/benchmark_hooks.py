@@ -138,10 +138,16 @@ class BenchmarkHooks:
             self.config.workeroutput[RESULTS_KEY] = export_results(bs)
             self.config.workeroutput[WORKER_KEY] = worker_manifest(self.config.stash.get(SESSION_KEY, None))
         produced = None
-        if bs is not None and is_controller(self.config):
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED and bs is not None and not is_worker(self.config)
+        if interrupted:
+            interrupted_line = self.discard_interrupted_run(bs)
+        elif bs is not None and is_controller(self.config):
             bs.benchmarks[:] = self.ledger.merged()
             produced = {b.fullname for b in bs.benchmarks}
         yield
+        if interrupted:
+            self.report([interrupted_line])
+            return
         if bs is None or is_worker(self.config):
             return
         problems = list(self.json_failures)
@@ -153,6 +159,18 @@ class BenchmarkHooks:
             self.report(problems)
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def discard_interrupted_run(self, bs: Any) -> str:
+        """Ctrl-C (or another stop) during the run: pytest-benchmark would still write its JSON and
+        saved file from whatever it holds, the interrupted benchmark's cut-short rounds recorded as
+        if complete (or fail on ``min()`` of no rounds, cut in its first). Nothing is written, saved
+        or compared: the previous files stay as they were. Returns the line that says so."""
+        kept = [f"--benchmark-json {bs.json}"] if bs.json else []
+        kept += ["--benchmark-save / --benchmark-autosave storage"] if bs.save or bs.autosave else []
+        bs.benchmarks[:] = []
+        bs.json = bs.save = bs.autosave = bs.compare = None
+        return ("carbon-harness: interrupted: no benchmark result written or compared, none of the interrupted "
+                "benchmark's rounds recorded or gated" + (f"; {' and '.join(kept)} left as it was" if kept else ""))
 
     def report(self, lines: list[str]) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

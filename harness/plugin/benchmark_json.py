@@ -53,16 +53,7 @@ class BenchmarkJsonTarget:
         data = self._buffer.getvalue() if self._buffer is not None else b""
         self._buffer = None
         if exc_type is None:
-            write_atomically(self.path, data)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """atomic_write_bytes, with the mode an ordinary ``open(path, 'wb')`` would give (mkstemp
-    makes 0600 files, which a CI job uploading artifacts as another user could not read)."""
-    atomic_write_bytes(path, data)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
+            atomic_write_bytes(self.path, data)
 
 
 def parse_benchmark_json(value: str) -> Any:
@@ -142,7 +133,7 @@ def guard_save_json(benchmark_session: Any, failures: list[str]) -> None:
             return
         path = Path(str(target))
         try:
-            write_atomically(path, data)
+            atomic_write_bytes(path, data)
         except OSError as exc:
             reason = exc.strerror or str(exc)
             failures.append(f"carbon-harness: --benchmark-json {path} was not written ({reason}); "

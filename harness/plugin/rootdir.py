@@ -20,24 +20,41 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 
-def misread_values(args: Sequence[str], early_positional: Sequence[str],
-                   positional: Sequence[str]) -> list[tuple[str, str]]:
+def misread_values(args: Sequence[str], early_positional: Sequence[str], positional: Sequence[str],
+                   value_options: Collection[str] = ()) -> list[tuple[str, str]]:
     """``(option, value)`` for each value that pytest's early parse (builtin options only) took for
     a test path but the full parse gave to the option before it: ``early_positional`` minus
-    ``positional``, each found in ``args`` right after its option."""
+    ``positional``, each found in ``args`` right after its option. ``value_options``: the builtin
+    options that take a value (``builtin_value_options``); the value each consumes is skipped, so
+    in ``--basetemp DIR --carbon-cache-dir DIR`` the misread ``DIR`` is the second, named with
+    ``--carbon-cache-dir``, not ``--basetemp``."""
     misread = Counter(early_positional) - Counter(positional)
     out = []
-    for i in range(1, len(args)):
+    i = 0
+    while i < len(args):
         value = args[i]
-        if misread[value] > 0 and args[i - 1].startswith("-"):
+        if value == "--":  # everything after it is positional for both parses
+            break
+        if value in value_options and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            i += 2  # a builtin option and the value pytest's early parse gave it
+            continue
+        if i > 0 and misread[value] > 0 and args[i - 1].startswith("-"):
             misread[value] -= 1
             out.append((args[i - 1], value))
+        i += 1
     return out
+
+
+def builtin_value_options(parser: Any) -> frozenset[str]:
+    """The option strings of pytest's builtin parser (``get_config()._parser``) that take a value
+    (``--basetemp DIR``, ``-k EXPR``, ``--debug [FILE]``): what its early parse gives them is no test path."""
+    optparser = getattr(parser, "optparser", None) or parser._getparser()
+    return frozenset(s for action in optparser._actions if action.nargs != 0 for s in action.option_strings)
 
 
 def rootdir_message(pairs: Sequence[tuple[str, str]], got: tuple[Path, Path | None],
@@ -69,8 +86,9 @@ def misread_path_error(early_config: Any, args: Sequence[str]) -> str | None:
     ns = early_config.known_args_namespace  # parsed again once the plugins' options are known
     if getattr(ns, "help", False) or getattr(ns, "version", False):
         return None
-    early = get_config()._parser.parse_known_args(list(args))  # builtin options only, as pytest parsed first
-    pairs = misread_values(args, early.file_or_dir or [], ns.file_or_dir or [])
+    builtin = get_config()._parser
+    early = builtin.parse_known_args(list(args))  # builtin options only, as pytest parsed first
+    pairs = misread_values(args, early.file_or_dir or [], ns.file_or_dir or [], builtin_value_options(builtin))
     if not pairs:
         return None
     got = (Path(early_config.rootpath), early_config.inipath)

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from harness.carbon.checkpoint import cached_checkpoint
-from harness.plugin.rootdir import misread_values
+from harness.plugin.rootdir import builtin_value_options, misread_values
 from tests.unit.conftest import REPO, run_pytest
 
 pytestmark = pytest.mark.unit
@@ -71,3 +71,29 @@ def test_misread_values_pairs_each_value_with_its_option():
     assert misread_values(args, early, ["tests/perf"]) == [("--carbon-shape", "smoke"),
                                                           ("--carbon-thresholds", "/tmp/t.json")]
     assert misread_values(args, ["tests/perf"], ["tests/perf"]) == []
+
+
+@pytest.mark.parametrize("builtin", ["--basetemp", "-k"])
+def test_misread_values_skips_a_value_that_a_builtin_option_consumed(builtin):
+    """The same value after a builtin option and after a plugin option (``--basetemp DIR
+    --carbon-cache-dir DIR``, ``-k smoke --carbon-shape smoke``): the misread one is the plugin's."""
+    from _pytest.config import get_config
+
+    parser = get_config()._parser
+    args = [builtin, "smoke", "--carbon-shape", "smoke"]
+    early = parser.parse_known_args(args).file_or_dir  # pytest's real early parse: its builtin options only
+    assert early == ["smoke"]
+    assert misread_values(args, early, [], builtin_value_options(parser)) == [("--carbon-shape", "smoke")]
+
+
+@pytest.mark.parametrize("builtin, option", [("--basetemp", "--carbon-cache-dir"), ("-k", "--carbon-thresholds")])
+def test_error_names_the_plugin_option_not_the_builtin_one_with_the_same_value(tmp_path, carbon_cache_dir, builtin,
+                                                                                option):
+    value = tmp_path / "outside"
+    value.mkdir()
+    r = run_pytest("--co", builtin, str(value), option, str(value), cache_dir=carbon_cache_dir)
+    assert r.returncode == 4, r.stdout[-2000:] + r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1, r.stderr
+    assert errors[0].startswith(f"ERROR: carbon-harness: pytest read the value of {option} {value} as a test path")
+    assert errors[0].endswith(f"write {option}={value}")
