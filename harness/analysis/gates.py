@@ -376,6 +376,11 @@ class GateTally:
     def ungated(self) -> int:
         return sum(n for _, n in self.not_gated)
 
+    @property
+    def recorded(self) -> int:
+        """Every figure the run measured that a gate could apply to (0: nothing to say, as in ``-m dna``)."""
+        return self.gated + self.ungated
+
     def line(self) -> str:
         reasons = ", ".join(f"{n} {reason}" for reason, n in self.not_gated)
         return (f"carbon-harness: gates: {self.gated} figure{'s' * (self.gated != 1)} gated "
