@@ -223,12 +223,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
         hardware_name,
         load_floors,
         load_hardware_tolerances,
+        load_lines,
         load_tolerances,
     )
 
     floors = load_floors(args.floors or FLOORS_FILE)
     (base, base_manifest), (new, new_manifest) = (_load_side(args.base, args.new, args.nxdi_select),
                                                   _load_side(args.new, args.base, args.nxdi_select))
+    for line in load_lines([(str(args.base), base_manifest), (str(args.new), new_manifest)]):
+        print(line)
     default, why = ((args.max_regression, "--max-regression") if args.max_regression is not None else
                     default_tolerance(hardware_name(base_manifest), hardware_name(new_manifest),
                                       load_hardware_tolerances()))

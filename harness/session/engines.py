@@ -14,6 +14,7 @@ from harness.backends.base import Engine
 from harness.carbon.checkpoint import cached_checkpoint, stderr_progress
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.hardware import HardwareProfile, complete_profile, get_profile
+from harness.core.load import snapshot as load_snapshot
 from harness.core.spec import MODELS, SCORING_SHAPES, RunShape
 from harness.session.config import HarnessConfig, ModelRef
 from harness.session.servers import Servers
@@ -82,6 +83,7 @@ class Session:
         self._hardware: HardwareProfile | None = None
         self.load_log: list[dict[str, Any]] = []
         self.servers = Servers(config, self.checkpoint, progress)
+        self.load_start = load_snapshot()  # how busy the box is while this session measures (run manifest)
 
     @property
     def hardware(self) -> HardwareProfile:
