@@ -262,12 +262,15 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
     """A thresholds file from a run, checked before it is written: the loader accepts it and the run
     it came from passes it."""
     from harness.analysis.gates import ThresholdError, check_ambiguous, parse_thresholds
-    from harness.analysis.thresholds import gate_run, render, run_benchmarks, thresholds_document
+    from harness.analysis.compare import load_hardware_tolerances
+    from harness.analysis.thresholds import derivation_warnings, gate_run, render, run_benchmarks, thresholds_document
     from harness.core.storage import atomic_write_text, load_json
 
     _refuse_overwrite([args.source], {"--out": args.out})
     _refuse_existing_out(args.out, args.force, "thresholds")
     data = load_json(args.source, ValueError, "benchmark JSON")
+    for line in derivation_warnings(data, args.headroom, args.sdk, load_hardware_tolerances()):
+        print(line, file=sys.stderr)
     document, derivation = thresholds_document(data, str(args.source), args.headroom, args.sdk, args.note)
     text = render(document)
     try:
