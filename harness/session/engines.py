@@ -155,7 +155,8 @@ class Session:
                               "compile_s": engine.info.compile_s, "compile": engine.info.extra.get("compile"),
                               "dtype": engine.info.dtype, "config": engine.info.extra.get("engine_config"),
                               "total_s": time.perf_counter() - start})
-        self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s")
+        self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s"
+                      + (" (weights reused from an earlier shape)" if engine.info.extra.get("shared_weights") else ""))
         return engine
 
     def draft_engine(self, draft: ModelRef, target: ModelRef, shape: RunShape) -> Engine:
