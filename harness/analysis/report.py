@@ -231,14 +231,14 @@ def workload_of(result: BenchResult) -> str:
     return result.name.split("::")[-1].split("[")[0].removeprefix("test_")
 
 
-def bar_label(row: dict[str, Any], width: int = 60) -> str:
+def bar_label(row: dict[str, Any], width: int = 68) -> str:
     """``#key model shape`` and what else the test id says, cut to ``width``: the key finds the row."""
     param = row["benchmark"].split("[", 1)[1].rstrip("]") if "[" in row["benchmark"] else ""
     model, shape = str(row.get("model") or ""), str(row.get("shape") or "")
     param = param.removeprefix(model) if model else param  # the id's model, not a draft's name inside it
     if shape:
         param = f"-{param}-".replace(f"-{shape}-", "-")
-    rest = "-".join(part for part in param.split("-") if part)
+    rest = "-".join(part for part in param.split("-") if part).replace("with-", "draft ", 1)
     label = " ".join(str(x) for x in (f"#{row[KEY[0]]}", row.get("model"), row.get("shape"), rest) if x)
     return label if len(label) <= width else label[:width - 1] + "\u2026"
 
