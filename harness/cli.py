@@ -120,26 +120,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def reference_speedup_lines(args: argparse.Namespace, sp, data: dict) -> list[str]:
-    """The same prediction at the reference runs' measured TKG p50 of both models (fixtures/thresholds
-    baselines for this hardware and shape), where both are known; the verification is taken as one
-    target step (memory-bound)."""
+    """The prediction at the reference runs' measured TKG p50 of both models, and which figure stands
+    (``harness.analysis.speculation_plan.reference_speedup``)."""
     from harness.analysis.gates import load_thresholds
-    from harness.analysis.speculation_plan import break_even_acceptance, reference_step_ms
+    from harness.analysis.speculation_plan import reference_speedup
+    from harness.core.hardware import get_profile
     from harness.core.paths import default_threshold_paths
-    from harness.core.speculation import predicted_speedup
 
-    thresholds = load_thresholds(default_threshold_paths(Path.cwd()))
-    target_ms = reference_step_ms(thresholds, args.hardware, sp.target, args.shape)
-    draft_ms = reference_step_ms(thresholds, args.hardware, sp.draft, args.shape)
-    if target_ms is None or draft_ms is None:
+    ref = reference_speedup(load_thresholds(default_threshold_paths(Path.cwd())), sp, args.shape,
+                            get_profile(args.hardware))
+    if ref is None:
         return [f"    (no reference TKG p50 of both models on {args.hardware} / {args.shape}: memory floors only)"]
-    speedup = predicted_speedup(sp.acceptance, sp.speculation_length, draft_ms, target_ms, target_ms)
-    even = break_even_acceptance(sp.speculation_length, draft_ms / target_ms)
-    data["reference"] = {"target_tkg_ms_p50": target_ms, "draft_tkg_ms_p50": draft_ms,
-                         "step_time_ratio": draft_ms / target_ms, "speedup": speedup, "break_even_acceptance": even}
-    return [f"    at the reference TKG p50 ({sp.target} {target_ms:g} ms, {sp.draft} {draft_ms:g} ms, ratio "
-            f"{draft_ms / target_ms:.3f}): predicted speedup {speedup:.2f}x; break-even acceptance "
-            + (f"{even:.2f}" if even is not None else "none (the draft's step is too slow to ever pay)")]
+    data["reference"] = ref.to_dict()
+    return ref.lines(sp)
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
@@ -232,12 +225,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
         hardware_name,
         load_floors,
         load_hardware_tolerances,
+        load_lines,
         load_tolerances,
     )
 
     floors = load_floors(args.floors or FLOORS_FILE)
     (base, base_manifest), (new, new_manifest) = (_load_side(args.base, args.new, args.nxdi_select),
                                                   _load_side(args.new, args.base, args.nxdi_select))
+    for line in load_lines([(str(args.base), base_manifest), (str(args.new), new_manifest)]):
+        print(line)
     default, why = ((args.max_regression, "--max-regression") if args.max_regression is not None else
                     default_tolerance(hardware_name(base_manifest), hardware_name(new_manifest),
                                       load_hardware_tolerances()))
@@ -268,12 +264,15 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
     """A thresholds file from a run, checked before it is written: the loader accepts it and the run
     it came from passes it."""
     from harness.analysis.gates import ThresholdError, check_ambiguous, parse_thresholds
-    from harness.analysis.thresholds import gate_run, render, run_benchmarks, thresholds_document
+    from harness.analysis.compare import load_hardware_tolerances
+    from harness.analysis.thresholds import derivation_warnings, gate_run, render, run_benchmarks, thresholds_document
     from harness.core.storage import atomic_write_text, load_json
 
     _refuse_overwrite([args.source], {"--out": args.out})
     _refuse_existing_out(args.out, args.force, "thresholds")
     data = load_json(args.source, ValueError, "benchmark JSON")
+    for line in derivation_warnings(data, args.headroom, args.sdk, load_hardware_tolerances()):
+        print(line, file=sys.stderr)
     document, derivation = thresholds_document(data, str(args.source), args.headroom, args.sdk, args.note)
     text = render(document)
     try:

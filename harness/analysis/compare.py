@@ -120,6 +120,19 @@ def default_tolerance(base_hw: str | None, new_hw: str | None, table: dict[str, 
     return DEFAULT_TOLERANCE, "default"
 
 
+def load_lines(sides: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """What compare says first: each side that ran on a loaded box (its manifest's ``load``,
+    ``harness.core.load``), and where a CPU speed is gated under load instead; nothing when neither was."""
+    from harness.core.load import loaded_reason
+
+    loaded = [(label, why) for label, manifest in sides if (why := loaded_reason(manifest.get("load")))]
+    if not loaded:
+        return []
+    return [f"LOADED: {label} ran on a loaded box: {why}" for label, why in loaded] + [
+        "  its timings move with that load, which no single-run compare can tell from the code's: gate CPU speed "
+        "with carbon-harness release-check, whose interleaved rounds give both sides the same machine"]
+
+
 @dataclass(frozen=True)
 class Delta:
     """One metric of one benchmark in both runs; ``low``/``high`` bound the change (positive is

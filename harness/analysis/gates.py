@@ -376,11 +376,18 @@ class GateTally:
     def ungated(self) -> int:
         return sum(n for _, n in self.not_gated)
 
-    def line(self) -> str:
+    @property
+    def recorded(self) -> int:
+        """Every figure the run measured that a gate could apply to (0: nothing to say, as in ``-m dna``)."""
+        return self.gated + self.ungated
+
+    def summary(self) -> str:
         reasons = ", ".join(f"{n} {reason}" for reason, n in self.not_gated)
-        return (f"carbon-harness: gates: {self.gated} figure{'s' * (self.gated != 1)} gated "
-                f"({self.passed} passed, {self.failed} failed); {self.ungated} recorded but not gated"
-                + (f" ({reasons})" if reasons else ""))
+        return (f"{self.gated} figure{'s' * (self.gated != 1)} gated ({self.passed} passed, {self.failed} failed); "
+                f"{self.ungated} recorded but not gated" + (f" ({reasons})" if reasons else ""))
+
+    def line(self) -> str:
+        return f"carbon-harness: gates: {self.summary()}"
 
 
 def tally_gates(extra_infos: Iterable[Mapping[str, Any]]) -> GateTally:

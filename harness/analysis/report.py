@@ -21,8 +21,12 @@ TABLE_COLUMNS = [("model", "model"), ("shape", "shape"), ("cte_ms_p50", "CTE p50
                  ("compile_s", "compile s"), ("load_s", "load s"),
                  # scoring workloads (harness.workloads.scoring); columns no benchmark has are dropped
                  ("workload", "workload"), ("variants_per_s", "variants/s"), ("scored_kbp_per_s", "scored kbp/s"),
-                 ("usd_per_million_variants", "$/M variants")]
+                 ("usd_per_million_variants", "$/M variants"),
+                 # the tokenizer benchmarks (tests/perf/test_tokenizer_speed.py)
+                 ("chars_per_s", "chars/s"), ("encode_speedup", "encode speedup")]
 COST_COLUMNS = [("usd_per_gbp", "$/Gbp"), ("mbp_per_usd", "Mbp/$")]
+KEY = ("key", "#")  # each row's number: the plot labels its bars with it
+REUSED = "reused"  # load s of an engine that took the weights another shape's engine had loaded
 
 
 def _fmt(value: Any) -> str:
@@ -35,13 +39,26 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _gated_as(extra: dict[str, Any], key: str) -> Any:
+    """The model / shape a benchmark was gated under, where it records no model of its own (the
+    tokenizer's: shape ``tokenizer``, any model)."""
+    gated_as = extra.get("gated_as")
+    value = gated_as.get(key) if isinstance(gated_as, dict) else None
+    return None if value in (None, "*") else value
+
+
 def table_rows(results: list[BenchResult]) -> list[dict[str, Any]]:
+    """One row per benchmark of the file, numbered (``key``), whatever it measured."""
     rows = []
     for r in results:
-        if "model" not in r.extra:
-            continue  # not a model benchmark (e.g. the tokenizer speed benchmark)
         row = {key: r.extra.get(key) for key, _ in TABLE_COLUMNS}
+        row["model"] = row["model"] or _gated_as(r.extra, "model")
+        row["shape"] = row["shape"] or _gated_as(r.extra, "shape")
+        row["encode_speedup"] = r.extra.get("dna_encode_speedup", r.extra.get("mixed_encode_speedup"))
         row["benchmark"] = r.name.split("::")[-1]
+        row[KEY[0]] = len(rows) + 1
+        if r.extra.get("shared_weights") is True:  # its engine took the weights an earlier one loaded: ~0 s
+            row["load_s"] = REUSED
         bp = r.extra.get("bp_per_s")
         if r.price_per_hour and bp:
             c = cost(bp, r.price_per_hour)
@@ -105,6 +122,15 @@ def gate_cell(extra: dict[str, Any]) -> tuple[str, bool | None]:
     return "; ".join(cells), passed
 
 
+def gates_summary(results: list[BenchResult]) -> str:
+    """The run's own count beside its verdict: "N figures gated (p passed, f failed); M recorded but
+    not gated (reasons)", the end-of-run line's words (``harness.analysis.gates.tally_gates``). A PASS
+    over 13 of 458 figures is not a PASS over all of them."""
+    from harness.analysis.gates import tally_gates
+
+    return tally_gates(r.extra for r in results).summary()
+
+
 def verdict(results: list[BenchResult]) -> tuple[str, list[str]]:
     """PASS / FAIL over every gated benchmark, the failing ones named; NOT GATED when none was."""
     gated = [(r.name, gate_cell(r.extra)[1]) for r in results]
@@ -115,7 +141,7 @@ def verdict(results: list[BenchResult]) -> tuple[str, list[str]]:
 
 
 def _table(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    columns = [("benchmark", "benchmark")] + TABLE_COLUMNS
+    columns = [KEY, ("benchmark", "benchmark")] + TABLE_COLUMNS
     if any("usd_per_gbp" in r for r in rows):
         columns += COST_COLUMNS
     columns += [("gate", "gate")]
@@ -124,9 +150,8 @@ def _table(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 def _rows_with_gates(results: list[BenchResult]) -> list[dict[str, Any]]:
     rows = table_rows(results)
-    by_name = {r.name.split("::")[-1]: r for r in results}
-    for row in rows:
-        cell, passed = gate_cell(by_name[row["benchmark"]].extra)
+    for row, result in zip(rows, results):
+        cell, passed = gate_cell(result.extra)
         row["gate"], row["passed"] = cell, passed
         if passed is False:
             row["benchmark"] = f"**FAIL** {row['benchmark']}"
@@ -147,6 +172,7 @@ def markdown(results: list[BenchResult], manifest: dict[str, Any] | None = None)
     head = [f"# {TITLE}", "", f"**Verdict: {word}**" + (f" ({len(failing)} benchmark(s) failed a gate: "
                                                         + ", ".join(f.split("::")[-1] for f in failing) + ")"
                                                         if failing else ""), "",
+            f"**Gates:** {gates_summary(results)}", "",
             f"**Hardware:** {hardware_line(manifest)}", "", "| component | version |", "|---|---|"]
     head += [f"| {label} | {version} |" for label, version in versions(manifest)]
     return "\n".join(head) + "\n\n## Results\n\n" + table
@@ -163,6 +189,7 @@ def html_page(results: list[BenchResult], manifest: dict[str, Any], plot_png: by
     body = [f"<h1>{esc(TITLE)}</h1>",
             f'<p id="verdict" class="verdict" style="background:{colour}">Verdict: {esc(word)}'
             + (f" &mdash; {len(failing)} benchmark(s) failed a gate" if failing else "") + "</p>",
+            f'<p id="gates"><b>Gates:</b> {esc(gates_summary(results))}</p>',
             f"<p><b>Hardware:</b> {esc(hardware_line(manifest))}</p>",
             '<table class="versions"><tr><th>component</th><th>version</th></tr>'
             + "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in versions(manifest)) + "</table>",
@@ -195,10 +222,33 @@ def _stack_title(manifest: dict[str, Any] | None) -> str:
     return f"\n{name or 'hardware not recorded'}; {stack}" + (f"; harness {sha}" if sha else "")
 
 
+def workload_of(result: BenchResult) -> str:
+    """The workload a benchmark measures, for the plot's groups: its ``workload`` where it records
+    one, else its test function's name (``test_batch_suite[...]`` -> ``batch_suite``)."""
+    workload = result.extra.get("workload")
+    if isinstance(workload, str) and workload:
+        return workload
+    return result.name.split("::")[-1].split("[")[0].removeprefix("test_")
+
+
+def bar_label(row: dict[str, Any], width: int = 68) -> str:
+    """``#key model shape`` and what else the test id says, cut to ``width``: the key finds the row."""
+    param = row["benchmark"].split("[", 1)[1].rstrip("]") if "[" in row["benchmark"] else ""
+    model, shape = str(row.get("model") or ""), str(row.get("shape") or "")
+    param = param.removeprefix(model) if model else param  # the id's model, not a draft's name inside it
+    if shape:
+        param = f"-{param}-".replace(f"-{shape}-", "-")
+    rest = "-".join(part for part in param.split("-") if part).replace("with-", "draft ", 1)
+    label = " ".join(str(x) for x in (f"#{row[KEY[0]]}", row.get("model"), row.get("shape"), rest) if x)
+    return label if len(label) <= width else label[:width - 1] + "\u2026"
+
+
 def throughput_figure(results: list[BenchResult], manifest: dict[str, Any] | None = None) -> Any:
-    """The plot's matplotlib figure: bp/s per benchmark (the unit the Carbon family is judged in),
-    each bp/s threshold that gated a benchmark drawn as a dashed line over its bar, failing bars red,
-    hardware and versions in the title (needs the [plot] extra)."""
+    """The plot's matplotlib figure: bp/s per benchmark (the unit the Carbon family is judged in) as
+    horizontal bars grouped by workload, labelled ``#key model shape ...`` (the key is the table's
+    ``#`` column), on a log scale so a 2 bp/s draft run shows beside a 500 bp/s batch; each bp/s
+    threshold that gated a benchmark drawn over its bar, failing bars red, hardware and versions in the
+    title. Sized for a page: 9 inches wide whatever the count, a row per bar (needs the [plot] extra)."""
     try:
         import matplotlib
 
@@ -206,29 +256,52 @@ def throughput_figure(results: list[BenchResult], manifest: dict[str, Any] | Non
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ReportError("--plot needs matplotlib: pip install -e '.[plot]'") from exc
-    rows = [(r, res) for res in results for r in table_rows([res]) if _finite(res.extra.get("bp_per_s"))]
-    if not rows:
+    keyed = list(zip(table_rows(results), results))
+    plotted = [(row, res) for row, res in keyed if _finite(res.extra.get("bp_per_s")) and res.extra["bp_per_s"] > 0]
+    if not plotted:
         raise ReportError("no benchmark in this file has bp_per_s to plot")
-    fig, ax = plt.subplots(figsize=(max(7, len(rows) * 1.1), 5.5))
-    labels = [f"{r['model']} {r['shape']}\n{r['benchmark']}" for r, _ in rows]
-    failed = [gate_cell(res.extra)[1] is False for _, res in rows]
-    ax.bar(range(len(rows)), [res.extra["bp_per_s"] for _, res in rows],
-           color=["#b3261e" if f else "#2a7f62" for f in failed])
+    groups: dict[str, list[tuple[dict[str, Any], BenchResult]]] = {}
+    for row, res in plotted:
+        groups.setdefault(workload_of(res), []).append((row, res))
+    positions, labels, values, failed, bounds, headers = [], [], [], [], [], []
+    y = 0.0
+    for name, members in groups.items():
+        headers.append((y, name))
+        y += 1
+        for row, res in members:
+            positions.append(y)
+            labels.append(bar_label(row))
+            values.append(res.extra["bp_per_s"])
+            failed.append(gate_cell(res.extra)[1] is False)
+            gate = res.extra.get("gate")
+            entry = gate.get("bp_per_s") if isinstance(gate, dict) else None
+            bounds.append(entry.get("bound") if isinstance(entry, dict) else None)
+            y += 1
+        y += 0.4
+    fig, ax = plt.subplots(figsize=(9, 1.3 + 0.24 * y))
+    ax.barh(positions, values, height=0.7, color=["#b3261e" if f else "#2a7f62" for f in failed])
+    ax.set_xscale("log")
+    for pos, value in zip(positions, values):
+        ax.annotate(f"{value:,.3g}", (value, pos), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
     drawn = False
-    for i, (_, res) in enumerate(rows):
-        gate = res.extra.get("gate")
-        entry = gate.get("bp_per_s") if isinstance(gate, dict) else None
-        bound = entry.get("bound") if isinstance(entry, dict) else None
-        if _finite(bound):
-            ax.hlines(bound, i - 0.45, i + 0.45, colors="#222", linestyles="--", linewidth=1.5,
+    for pos, bound in zip(positions, bounds):
+        if _finite(bound) and bound > 0:
+            ax.vlines(bound, pos - 0.45, pos + 0.45, colors="#222", linestyles="--", linewidth=1.5,
                       label=None if drawn else "threshold (bp/s floor)")
-            ax.annotate(f"{bound:,.0f}", (i + 0.45, bound), fontsize=7, va="bottom", ha="right")
             drawn = True
     if drawn:
-        ax.legend(loc="upper right", fontsize=8)
-    ax.set_xticks(range(len(rows)), labels, fontsize=7, rotation=35, ha="right")
-    ax.set_ylabel("bp / s")
-    ax.set_title("Carbon throughput (bp/s) per model and shape" + _stack_title(manifest), fontsize=9)
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_yticks(positions, labels, fontsize=8)
+    for pos, name in headers:
+        ax.text(0.0, pos, name, transform=ax.get_yaxis_transform(), ha="right", va="center", fontsize=9,
+                fontweight="bold")
+    ax.set_ylim(y - 0.4, -1)
+    lo, hi = min(values + [b for b in bounds if _finite(b) and b > 0]), max(values)
+    ax.set_xlim(lo / 2, hi * 3)
+    ax.set_xlabel("bp / s (log scale)")
+    ax.grid(axis="x", which="major", color="#ddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.set_title("Carbon throughput (bp/s) by workload; # is the table's row" + _stack_title(manifest), fontsize=9)
     fig.tight_layout()
     return fig
 

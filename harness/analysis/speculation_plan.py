@@ -95,3 +95,62 @@ def plan_speculation(target: ModelSpec | str, draft: ModelSpec | str, shape: Run
     return SpeculationPlan(target.name, draft.name, hardware.name, t_plan.tp_degree, k, a, t_plan.tkg_floor_ms,
                     d_plan.tkg_floor_ms, verify_ms, ratio, expected_tokens_per_step(a, k), speedup,
                     break_even_acceptance(k, ratio, verify_ms / t_plan.tkg_floor_ms))
+
+
+@dataclass(frozen=True)
+class ReferenceSpeedup:
+    """The prediction at the reference runs' measured TKG p50 of both models, and which of the two
+    predictions (memory floors, reference) stands for the plan asked for, with why."""
+
+    target_ms: float
+    draft_ms: float
+    reference_tp: int  # the tp degree the reference steps were measured at (the shape's)
+    plan_tp: int
+    speedup: float
+    break_even_acceptance: float | None
+    floors_at_reference_tp: float  # the memory floors' prediction at the reference tp, beside the measured one
+
+    @property
+    def applies(self) -> bool:
+        return self.plan_tp == self.reference_tp
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target_tkg_ms_p50": self.target_ms, "draft_tkg_ms_p50": self.draft_ms,
+                "step_time_ratio": self.draft_ms / self.target_ms, "speedup": self.speedup,
+                "break_even_acceptance": self.break_even_acceptance, "tp_degree": self.reference_tp,
+                "applies": self.applies, "stands": "reference" if self.applies else "memory floors"}
+
+    def lines(self, sp: SpeculationPlan) -> list[str]:
+        even = (f"{self.break_even_acceptance:.2f}" if self.break_even_acceptance is not None
+                else "none (the draft's step is too slow to ever pay)")
+        pair = f"{sp.target} {self.target_ms:g} ms, {sp.draft} {self.draft_ms:g} ms"
+        if self.applies:
+            return [f"    at the reference TKG p50 ({pair}, ratio {self.draft_ms / self.target_ms:.3f}, measured at "
+                    f"tp={self.reference_tp}): predicted speedup {self.speedup:.2f}x; break-even acceptance {even}",
+                    f"    this figure stands ({self.speedup:.2f}x): the memory floors take every step as memory-bound, "
+                    f"and the measured draft step is {self.draft_ms / self.target_ms:.3f} of the target's, not "
+                    f"{sp.step_time_ratio:.3f}"]
+        return [f"    no reference TKG p50 at tp={self.plan_tp}: the reference ({pair}) was measured at "
+                f"tp={self.reference_tp}, and another tp moves each step differently",
+                f"    the memory-floor figure stands ({sp.speedup:.2f}x), as an optimistic one: at tp={self.reference_tp} "
+                f"the floors predict {self.floors_at_reference_tp:.2f}x and the measured steps {self.speedup:.2f}x; a "
+                f"tp={self.plan_tp} baseline settles it (carbon-harness thresholds --from RUN.json)"]
+
+
+def reference_speedup(thresholds: Sequence[Any], sp: SpeculationPlan, shape: RunShape | str,
+                      hardware: Any) -> ReferenceSpeedup | None:
+    """The prediction at both models' reference TKG p50 (fixtures/thresholds baselines for this
+    hardware and shape; the verification taken as one target step, memory-bound), or None where
+    either is missing. The reference steps were measured at the shape's tp degree: at another one
+    (trn2.48xlarge at tp=8) they do not apply, and the result says so."""
+    shape = get_shape(shape) if isinstance(shape, str) else shape
+    target_ms = reference_step_ms(thresholds, hardware.name, sp.target, shape.name)
+    draft_ms = reference_step_ms(thresholds, hardware.name, sp.draft, shape.name)
+    if target_ms is None or draft_ms is None:
+        return None
+    speedup = predicted_speedup(sp.acceptance, sp.speculation_length, draft_ms, target_ms, target_ms)
+    floors = (sp if sp.tp_degree == shape.tp_degree else
+              plan_speculation(sp.target, sp.draft, shape, hardware, sp.acceptance, sp.speculation_length,
+                               tp_degree=shape.tp_degree))
+    return ReferenceSpeedup(target_ms, draft_ms, shape.tp_degree, sp.tp_degree, speedup,
+                            break_even_acceptance(sp.speculation_length, draft_ms / target_ms), floors.speedup)

@@ -188,6 +188,29 @@ def thresholds_document(data: Any, source: str, headroom: float, sdk: str | None
     return document, derivation
 
 
+def derivation_warnings(data: Mapping[str, Any], headroom: float, sdk: str | None,
+                        spreads: Mapping[str, float]) -> list[str]:
+    """What the command says before writing: a headroom below the run-to-run spread measured on the
+    run's hardware (``spreads``: fixtures/compare/tolerances.json; the next run of the same code
+    likely fails the file), and a Neuron SDK release given for a run that used no NxDI (the provenance
+    would pair ``sdk`` 2.29 with ``nxdi`` none)."""
+    manifest = _manifest(data)
+    hardware = manifest.get("hardware")
+    name = hardware.get("name") if isinstance(hardware, Mapping) else hardware if isinstance(hardware, str) else None
+    out = []
+    spread = spreads.get(name) if name else None
+    if spread is not None and headroom < spread:
+        out.append(f"warning: --headroom {100 * headroom:g}% is below the run-to-run spread measured on {name!r} "
+                   f"hardware, {100 * spread:g}% (fixtures/compare/tolerances.json): the next run of the same code "
+                   f"will likely fail this file; give --headroom {100 * spread:g}% or more")
+    nxdi = provenance(data, "", headroom)["nxdi"]
+    if sdk and nxdi == "none" and not sdk.lower().startswith("none"):
+        out.append(f"warning: --sdk {sdk} names a Neuron SDK release, but this run used no NxDI (backend "
+                   f"{manifest.get('backend') or 'not recorded'}, hardware {name or 'not recorded'}): the provenance "
+                   f"will say sdk {sdk!r} with nxdi 'none'; for a CPU run give --sdk 'none (CPU)'")
+    return out
+
+
 def render(document: Mapping[str, Any]) -> str:
     """The file's text: one entry per line, as the shipped files are, so a diff shows one figure a line."""
     head = {k: v for k, v in document.items() if k != "thresholds"}

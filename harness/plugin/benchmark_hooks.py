@@ -5,6 +5,8 @@ Two jobs, both about trusting the figures a run leaves behind:
   a passing benchmark test whose result is missing fails the session, named;
 - ``--benchmark-json`` is written atomically and a failed write fails the session with one line
   (``harness.plugin.benchmark_json``).
+And one about watching them being made: each benchmark's rounds are reported as they end, at the
+rate pytest's verbosity asks for (``harness.plugin.progress``).
 """
 
 from __future__ import annotations
@@ -99,6 +101,27 @@ class BenchmarkHooks:
         outcome = yield
         if call.when == "call":
             mark_report(outcome.get_result(), item)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        """A benchmark's rounds show as they end (a worker's output is not shown: its controller's is)."""
+        from harness.plugin.progress import instrument, interval_for
+
+        benchmark = getattr(item, "funcargs", {}).get("benchmark")
+        if benchmark is not None and not is_worker(self.config):
+            instrument(benchmark, item.name, interval_for(self.config.get_verbosity()), self.progress_line)
+
+    def progress_line(self, line: str) -> None:
+        """One line on the terminal, past pytest's capture, on a line of its own (``write_line`` ends
+        a line of dots first; pytest rewrites the test's name before its outcome, as after live logs)."""
+        from contextlib import nullcontext
+
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        capman = self.config.pluginmanager.getplugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman else nullcontext():
+            reporter.write_line(f"[carbon-harness] {line}")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not is_worker(self.config):

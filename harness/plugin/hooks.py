@@ -283,9 +283,8 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """Figures that had a reference on other hardware but no threshold here were not gated, and
-    tiers that were skipped (with what would enable each): say so. Then one line: how many figures
-    were gated (passed / failed) and how many recorded but not gated, by reason."""
-    from harness.plugin.gate_summary import reports_tally, run_tally
+    tiers that were skipped (with what would enable each): say so. (What the run gated is its last
+    line: ``pytest_sessionfinish``.)"""
     from harness.plugin.tiers import skipped_tiers
 
     for where, missing in config.stash.get(UNGATED_KEY, []):
@@ -300,25 +299,26 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     stubbed = stub_calls_line()  # the NxDI CPU tier ran: which Neuron-only stubs it called
     if stubbed is not None:
         terminalreporter.write_line(stubbed)
-    if config.stash.get(SESSION_KEY, None) is not None and reports_tally(config):
-        tally = run_tally(config)
-        terminalreporter.write_line(tally.line(), red=bool(tally.failed), yellow=not tally.gated and not tally.failed)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
-    """--carbon-require-gates: a run that gated no figure fails, with one line, after the summary."""
+    """After pytest's summary, the run's last lines: --carbon-require-gates failing a run that gated
+    no figure, then what the run gated (``harness.plugin.gate_summary``; none where it recorded no figure)."""
     result = yield
     from harness.plugin.gate_summary import reports_tally, require_gates_failure, run_tally
 
     config = session.config
     carbon = config.stash.get(SESSION_KEY, None)
     if carbon is not None and reports_tally(config):
-        line = require_gates_failure(config, run_tally(config), carbon.config.hardware_name)
+        tally = run_tally(config)
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        line = require_gates_failure(config, tally, carbon.config.hardware_name)
         if line is not None:
-            reporter = config.pluginmanager.get_plugin("terminalreporter")
             if reporter is not None:
                 reporter.write_line(line, red=True, bold=True)
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if reporter is not None and tally.recorded:
+            reporter.write_line(tally.line(), red=bool(tally.failed), yellow=not tally.gated and not tally.failed)
     return result

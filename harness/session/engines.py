@@ -14,6 +14,7 @@ from harness.backends.base import Engine
 from harness.carbon.checkpoint import cached_checkpoint, stderr_progress
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.hardware import HardwareProfile, complete_profile, get_profile
+from harness.core.load import snapshot as load_snapshot
 from harness.core.spec import MODELS, SCORING_SHAPES, RunShape
 from harness.session.config import HarnessConfig, ModelRef
 from harness.session.servers import Servers
@@ -82,6 +83,7 @@ class Session:
         self._hardware: HardwareProfile | None = None
         self.load_log: list[dict[str, Any]] = []
         self.servers = Servers(config, self.checkpoint, progress)
+        self.load_start = load_snapshot()  # how busy the box is while this session measures (run manifest)
 
     @property
     def hardware(self) -> HardwareProfile:
@@ -153,7 +155,8 @@ class Session:
                               "compile_s": engine.info.compile_s, "compile": engine.info.extra.get("compile"),
                               "dtype": engine.info.dtype, "config": engine.info.extra.get("engine_config"),
                               "total_s": time.perf_counter() - start})
-        self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s")
+        self.progress(f"loaded {ref.label}/{shape.name} in {engine.info.load_s:.2f} s"
+                      + (" (weights reused from an earlier shape)" if engine.info.extra.get("shared_weights") else ""))
         return engine
 
     def draft_engine(self, draft: ModelRef, target: ModelRef, shape: RunShape) -> Engine:

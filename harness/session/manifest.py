@@ -1,5 +1,5 @@
 """The run manifest: every number carries its context (package versions, NxDI build, hardware,
-CPU, git sha, options, engines with their load times).
+CPU, git sha, options, engines with their load times, how loaded the box was: ``harness.core.load``).
 
 It is written at the top level of the benchmark JSON (``carbon_harness``), where pytest-benchmark
 does not look; ``machine_info.carbon_harness`` keeps only ``machine_identity``: what names the
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.hardware import cpu_model
+from harness.core.load import loadavg, run_load, snapshot
 from harness.core.paths import REPO_ROOT
 from harness.core.versions import installed_versions
 from harness.session.engines import Session
@@ -61,6 +62,7 @@ def run_manifest(session: Session) -> dict[str, Any]:
         "speculation_length": cfg.speculation_length,
         "neuron_rt_visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
         "engines": session.load_log,
+        "load": run_load(session.load_start, snapshot(), os.cpu_count(), loadavg()),
         "nxdi": nxdi_manifest(),
         "endpoint": endpoint.url if endpoint is not None else cfg.endpoint,
         "served_model": endpoint.model if endpoint is not None else cfg.served_model,

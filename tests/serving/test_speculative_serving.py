@@ -241,6 +241,8 @@ def missing_ends_reason(session, case: str, missing: list[str]) -> str:
     if not_passed:
         return (f"needs --carbon-draft {' and --carbon-draft '.join(not_passed)} (this session's drafts: "
                 f"{', '.join(sorted(asked))}; the default pair is self and carbon-tiny-draft)")
-    return (f"--carbon-draft {' and '.join(missing)} given, but test_serving_speculative[{case}] recorded no "
-            f"figures for {' and '.join(missing)} in this session (deselected, skipped or failed before measuring): "
-            "run it in the same session")
+    drafts = " and ".join(missing)
+    given = (f"--carbon-draft {drafts} given" if getattr(session.config, "drafts_requested", False) else
+             f"draft{'s' * (len(missing) > 1)} {drafts} (this session's defaults: no --carbon-draft was passed)")
+    return (f"{given}, but test_serving_speculative[{case}] recorded no figures for {drafts} in this session "
+            "(deselected, skipped or failed before measuring): run it in the same session")

@@ -200,3 +200,25 @@ def test_compare_cli_says_which_tolerance_it_used_and_max_regression_overrides_i
     assert "tolerance: 50% by default, from hardware 'cpu'" in r.stdout, r.stdout + r.stderr
     r = _cli("compare", str(base), str(new), "--max-regression", "7%")
     assert "tolerance: 7% by default, from --max-regression" in r.stdout, r.stdout + r.stderr
+
+
+def test_compare_says_first_when_either_side_ran_loaded(gated_run, tmp_path):
+    """Issue 32, item 7: the same code read CTE 21.8 -> 151.4 ms beside other work. compare now says,
+    before anything else, which side ran loaded and where CPU speed is gated under load."""
+    import copy
+
+    _, data, _ = gated_run
+    sides = {}
+    for name, other in (("quiet", 0.1), ("busy", 1.6)):
+        side = copy.deepcopy(data)
+        side["carbon_harness"]["load"].update(other_cpus=other, cpus=2, loadavg=[5.9, 4.3, 2.8], steal_fraction=0.0)
+        sides[name] = tmp_path / f"{name}.json"
+        sides[name].write_text(json.dumps(side))
+    r = _cli("compare", str(sides["quiet"]), str(sides["busy"]))
+    lines = r.stdout.splitlines()
+    assert lines[0] == (f"LOADED: {sides['busy']} ran on a loaded box: other work kept 1.6 of 2 CPUs busy on average "
+                        "(load average 5.9 at its end)"), r.stdout[:2000]
+    assert "carbon-harness release-check, whose interleaved rounds" in lines[1]
+    assert lines[2].startswith("tolerance: ")
+    r = _cli("compare", str(sides["quiet"]), str(sides["quiet"]))
+    assert r.returncode == 0 and "LOADED" not in r.stdout and r.stdout.startswith("tolerance: ")

@@ -406,10 +406,10 @@ def test_markdown_report_is_release_evidence(gated_run, tmp_path):
         assert row in text, row
     assert f"| harness sha | {data['carbon_harness']['harness_git_sha']} |" in text
     assert "**Verdict: FAIL** (2 benchmark(s) failed a gate: test_tkg[carbon-tiny-smoke], test_e2e[" in text
-    header = next(line for line in text.splitlines() if line.startswith("| benchmark |"))
+    header = next(line for line in text.splitlines() if line.startswith("| # | benchmark |"))
     assert header.endswith("| gate |")
     tkg = next(line for line in text.splitlines() if "test_tkg[carbon-tiny-smoke]" in line and line.startswith("|"))
-    assert tkg.startswith("| **FAIL** test_tkg[carbon-tiny-smoke] |") and "tkg_ms_p50 " in tkg
+    assert tkg.startswith("| 2 | **FAIL** test_tkg[carbon-tiny-smoke] |") and "tkg_ms_p50 " in tkg
     assert "<= 1e-06: FAIL" in tkg, tkg
     cte = next(line for line in text.splitlines() if "test_cte[carbon-tiny-smoke]" in line and line.startswith("|"))
     assert "**FAIL**" not in cte and "no threshold" in cte
@@ -433,20 +433,102 @@ def test_plot_is_in_bp_per_s_with_each_threshold_and_the_stack_in_its_title(gate
     _, data, _ = gated_run
     results, manifest = load_results(_write(tmp_path, "bp.json", _with_bp_gate(data, 123.0)))
     ax = throughput_figure(results, manifest).axes[0]
-    assert ax.get_ylabel() == "bp / s"
-    bars = [patch.get_height() for patch in ax.patches]
+    assert ax.get_xlabel() == "bp / s (log scale)" and ax.get_xscale() == "log"
+    bars = [patch.get_width() for patch in ax.patches]
     assert bars == [pytest.approx(_e2e(data)["extra_info"]["bp_per_s"])]
     lines = [c for c in ax.collections if isinstance(c, LineCollection)]
-    assert len(lines) == 1 and lines[0].get_segments()[0][0][1] == pytest.approx(123.0)
+    assert len(lines) == 1 and lines[0].get_segments()[0][0][0] == pytest.approx(123.0)
     title = ax.get_title()
     assert "(bp/s)" in title and "\ncpu; " in title and f"torch {manifest['versions']['torch']}" in title
     assert manifest["harness_git_sha"][:10] in title
 
 
+def _main_job_like(data: dict) -> dict:
+    """The run's benchmarks plus bp/s benchmarks named and sized as the main job's are (issue 32: 23
+    bars from 2 to 515 bp/s), each a copy of the run's real e2e benchmark with its name and bp/s set."""
+    out = copy.deepcopy(data)
+    e2e = _e2e(data)
+    named = [("test_suites.py::test_batch_suite[carbon-tiny]", "a100-style-bs16", 515.0),
+             ("test_suites.py::test_dna_suite[carbon-tiny]", "dna-suite-bs1", 180.0)]
+    for case in ("128bp-64new", "128bp-256new", "512bp-64new", "512bp-256new", "dna-suite"):
+        named += [(f"test_speculative.py::test_speculative[carbon-tiny-with-self-{case}]", "dna-suite-bs1", 12.0),
+                  (f"test_speculative.py::test_speculative[carbon-tiny-with-carbon-tiny-draft-{case}]", "dna-suite-bs1",
+                   2.1)]
+    for name, shape, bp in named:
+        bench = copy.deepcopy(e2e)
+        bench.update(fullname=f"tests/perf/{name}", name=name.split("::")[1])
+        bench["extra_info"].update(shape=shape, bp_per_s=bp)
+        out["benchmarks"].append(bench)
+    return out
+
+
+def test_plot_groups_by_workload_on_a_log_scale_with_short_keyed_labels(gated_run, tmp_path):
+    """Issue 32, item 4: 23 bars on a linear 0-515 bp/s axis, full test ids rotated as tick labels,
+    3036 px wide. Now: grouped by workload, each bar labelled with its table row (#), a log scale
+    (the 2 bp/s draft runs are bars, not slivers), 9 inches wide whatever the count."""
+    pytest.importorskip("matplotlib", reason="the plot needs the [plot] extra: pip install -e '.[plot]'")
+    from harness.analysis.report import table_rows, throughput_figure
+
+    _, data, _ = gated_run
+    results, manifest = load_results(_write(tmp_path, "many.json", _main_job_like(data)))
+    fig = throughput_figure(results, manifest)
+    ax = fig.axes[0]
+    assert fig.get_size_inches()[0] == 9 and ax.get_xscale() == "log"
+    low, high = ax.get_xlim()
+    assert low < 2.1 and high > 515
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(labels) == len(ax.patches) == 13 and all(len(label) <= 68 for label in labels)
+    assert all(t.get_rotation() == 0 for t in ax.get_yticklabels())
+    keys = {row["benchmark"]: row["key"] for row in table_rows(results)}
+    assert f"#{keys['test_batch_suite[carbon-tiny]']} carbon-tiny a100-style-bs16" in labels
+    draft = keys["test_speculative[carbon-tiny-with-carbon-tiny-draft-128bp-64new]"]
+    assert f"#{draft} carbon-tiny dna-suite-bs1 draft carbon-tiny-draft-128bp-64new" in labels
+    groups = [t.get_text() for t in ax.texts if t.get_fontweight() == "bold"]
+    assert groups == ["e2e", "batch_suite", "dna_suite", "speculative"]
+
+
+def test_the_report_has_a_row_for_every_benchmark_and_says_what_it_gated(gated_run, tmp_path):
+    """Issue 32, item 3: the tokenizer benchmarks had no row, and "Verdict: PASS" stood over a table
+    of "no threshold" without the run's count (item 9: an engine's reused weights read "load s 0.000"). A tokenizer benchmark is added here as
+    tests/perf/test_tokenizer_speed.py records one (its extra_info keys, its gate)."""
+    _, data, _ = gated_run
+    run = copy.deepcopy(data)
+    tokenizer = copy.deepcopy(_e2e(data))
+    tokenizer.update(fullname="tests/perf/test_tokenizer_speed.py::test_encode_carbon[dna-dna_encode_speedup]",
+                     name="test_encode_carbon[dna-dna_encode_speedup]", group="tokenizer-dna-encode")
+    tokenizer["extra_info"] = {
+        "chars": 3_000_005, "implementation": "carbon", "chars_per_s": 2.1e7, "hardware": "cpu",
+        "reference_cpu_s": 12.0, "carbon_cpu_s": 0.3, "speedup_method": "interleaved rounds, process CPU time, "
+        "fastest round each", "encode_bp_per_s": 2.1e7, "dna_encode_speedup": 40.0,
+        "gated_as": {"hardware": "cpu", "model": "*", "shape": "tokenizer"}, "not_gated": {},
+        "gate": {"dna_encode_speedup": {"value": 40.0, "bound": 15, "kind": "min", "baseline": None, "passed": True}}}
+    run["benchmarks"].append(tokenizer)
+    # an engine of a second shape took the weights the first loaded (hf: shared_weights): its ~0 s load is "reused"
+    reused = copy.deepcopy(_e2e(data))
+    reused.update(name="test_e2e[carbon-tiny-report-bs1]", fullname="tests/perf/test_latency.py::test_e2e[carbon-tiny-"
+                  "report-bs1]")
+    reused["extra_info"].update(shape="report-bs1", load_s=0.0001, shared_weights=True)
+    run["benchmarks"].append(reused)
+    results, manifest = load_results(_write(tmp_path, "run.json", run))
+    text = markdown(results, manifest)
+    rows = [line for line in text.split("## Results")[1].splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 1 + len(run["benchmarks"])  # the header and one row each
+    token = next(line for line in rows if "test_encode_carbon[dna-dna_encode_speedup]" in line)
+    assert "| tokenizer |" in token and "| 40.000 |" in token and "dna_encode_speedup 40 >= 15: pass" in token
+    assert "| reused |" in next(line for line in rows if "test_e2e[carbon-tiny-report-bs1]" in line)
+    assert "| reused |" not in next(line for line in rows if "test_e2e[carbon-tiny-smoke]" in line)
+    gated = sum(len(b["extra_info"]["gate"]) for b in run["benchmarks"] if isinstance(b["extra_info"].get("gate"), dict))
+    not_gated = sum(len(b["extra_info"].get("not_gated") or {}) for b in run["benchmarks"])
+    verdict_at = text.index("**Verdict: FAIL**")
+    assert text[verdict_at:].splitlines()[2] == (
+        f"**Gates:** {gated} figures gated (1 passed, {gated - 1} failed); {not_gated} recorded but not gated "
+        f"({not_gated} no threshold)")
+
+
 def _chromium() -> str | None:
     import shutil
 
-    return shutil.which("chromium") or shutil.which("chromium-browser")
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
 def _png_pixels(path):
@@ -495,10 +577,10 @@ def test_html_report_renders_in_a_headless_browser(gated_run, tmp_path):
     elsewhere (the plot is embedded)."""
     browser = _chromium()
     if browser is None:
-        pytest.skip("needs chromium (apt install chromium)")
+        pytest.skip("needs a headless chromium on PATH (chromium, chromium-browser or google-chrome): apt install chromium")
     _, data, _ = gated_run
     page = tmp_path / "report.html"
-    r = cli("report", str(_write(tmp_path, "run.json", _with_bp_gate(data, 1.0))), "--html", str(page))
+    r = cli("report", str(_write(tmp_path, "run.json", _main_job_like(_with_bp_gate(data, 1.0)))), "--html", str(page))
     assert r.returncode == 0, r.stderr
     text = page.read_text()
     assert "http://" not in text and "https://" not in text and "<link" not in text and "<script" not in text
@@ -510,7 +592,7 @@ def test_html_report_renders_in_a_headless_browser(gated_run, tmp_path):
     assert shot.exists(), run.stderr[-2000:]
     dom = subprocess.run([browser, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True,
                          timeout=120).stdout
-    assert "Verdict: FAIL" in dom and '<table id="results">' in dom
+    assert "Verdict: FAIL" in dom and '<table id="results">' in dom and '<p id="gates"><b>Gates:</b> ' in dom
     assert "test_tkg[carbon-tiny-smoke]" in dom and '<tr class="fail">' in dom
     width, height, rows = _png_pixels(shot)
     assert (width, height) == (1280, 900)
@@ -519,6 +601,13 @@ def test_html_report_renders_in_a_headless_browser(gated_run, tmp_path):
     assert (sum((g - mean) ** 2 for g in grey) / len(grey)) ** 0.5 > 10, "the screenshot is blank"
     red = sum(1 for row in rows for px in row if abs(px[0] - 0xb3) < 12 and px[1] < 60 and px[2] < 60)
     assert red > 2000, red  # the verdict banner is drawn
+    if "data:image/png;base64," in text:  # the plot fits the page at its own size: never shrunk illegible
+        import base64
+        import struct
+
+        png = base64.b64decode(text.split("data:image/png;base64,")[1].split('"')[0])
+        plot_width = struct.unpack(">I", png[16:20])[0]
+        assert 600 <= plot_width <= 1280 - 2 * 32, plot_width
     if os.environ.get("CARBON_REPORT_SCREENSHOT"):  # keep one for a person to look at
         shutil.copyfile(shot, os.environ["CARBON_REPORT_SCREENSHOT"])
 

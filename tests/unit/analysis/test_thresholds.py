@@ -147,3 +147,22 @@ def test_the_thresholds_command_refuses_to_overwrite_and_bad_headroom(gated_run,
     assert not (tmp_path / "u.json").exists()
     r = cli("thresholds", "--from", str(run_json), "--out", str(run_json))
     assert r.returncode == 2 and "is the input file" in r.stderr
+
+
+def test_the_thresholds_command_warns_below_the_measured_spread_and_of_an_sdk_without_nxdi(gated_run, tmp_path):
+    """Issue 32, item 8: --headroom 10% on a CPU run, whose measured run-to-run spread is 50%, and
+    --sdk 2.29 on a run without NxDI were both taken silently."""
+    _, _, run_json = gated_run
+    r = cli("thresholds", "--from", str(run_json), "--headroom", "10%", "--out", str(tmp_path / "a.json"),
+            "--sdk", "2.29")
+    assert r.returncode == 0, r.stderr  # written all the same: a warning, not a refusal
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        "warning: --headroom 10% is below the run-to-run spread measured on 'cpu' hardware, 50% "
+        "(fixtures/compare/tolerances.json): the next run of the same code will likely fail this file; give "
+        "--headroom 50% or more",
+        "warning: --sdk 2.29 names a Neuron SDK release, but this run used no NxDI (backend hf, hardware cpu): the "
+        "provenance will say sdk '2.29' with nxdi 'none'; for a CPU run give --sdk 'none (CPU)'"]
+    r = cli("thresholds", "--from", str(run_json), "--headroom", "50%", "--out", str(tmp_path / "b.json"),
+            "--sdk", "none (CPU)")
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr

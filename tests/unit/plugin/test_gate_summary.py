@@ -48,6 +48,16 @@ def test_the_run_ends_with_what_it_gated(gated_run):
     assert (gated, passed, failed) == (2, 0, 2)
     recorded = sum(len(b["extra_info"]["not_gated"]) for b in data["benchmarks"])
     assert ungated == recorded > 10 and reasons == f"{recorded} no threshold"
+    # ... as its last line, after pytest's summary (issue 32, item 5: it came before the skip list)
+    last = [line for line in r.stdout.splitlines() if line.strip()][-1]
+    assert TALLY.match(last), r.stdout[-2000:]
+
+
+def test_a_run_that_recorded_no_figure_says_nothing_about_gates(tmp_path, carbon_cache_dir):
+    """``-m dna`` measures nothing a gate could apply to: "0 figures gated ... 0 recorded" is noise there."""
+    r = run_pytest("-m", "dna", "tests/dna/test_prompt_suite.py", "-p", "no:randomly", cache_dir=carbon_cache_dir)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert " passed" in r.stdout and "carbon-harness: gates:" not in r.stdout, r.stdout[-2000:]
 
 
 def _latency_run(tmp_path, cache_dir, thresholds: dict | None, *extra: str):

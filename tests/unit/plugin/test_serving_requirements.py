@@ -45,8 +45,9 @@ def test_missing_aiohttp_skips_a_plain_run_and_errors_a_serving_run(tmp_path, wi
     assert r.returncode == (0 if outcome == "skipped" else 1)
 
 
-def session_with_drafts(*labels: str):
-    return SimpleNamespace(config=SimpleNamespace(drafts=[SimpleNamespace(label=label) for label in labels]))
+def session_with_drafts(*labels: str, requested: bool = True):
+    return SimpleNamespace(config=SimpleNamespace(drafts=[SimpleNamespace(label=label) for label in labels],
+                                                  drafts_requested=requested))
 
 
 def test_the_ends_skip_asks_only_for_drafts_not_passed():
@@ -56,6 +57,12 @@ def test_the_ends_skip_asks_only_for_drafts_not_passed():
     assert "needs --carbon-draft" not in passed
     assert ("--carbon-draft carbon-tiny-draft given, but test_serving_speculative[dna-suite] recorded no figures"
             in passed)
+    # no --carbon-draft passed (issue 32, item 9): the reason said "--carbon-draft self and carbon-tiny-draft given"
+    defaults = missing_ends_reason(session_with_drafts("self", "carbon-tiny-draft", requested=False), "dna-suite",
+                                   ["self", "carbon-tiny-draft"])
+    assert defaults.startswith("drafts self and carbon-tiny-draft (this session's defaults: no --carbon-draft was "
+                               "passed), but test_serving_speculative[dna-suite] recorded no figures"), defaults
+    assert "given" not in defaults
     not_passed = missing_ends_reason(session_with_drafts("self"), "dna-suite", ["carbon-tiny-draft"])
     assert not_passed.startswith("needs --carbon-draft carbon-tiny-draft (this session's drafts: self;")
 

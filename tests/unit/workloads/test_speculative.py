@@ -151,6 +151,28 @@ def test_cli_plan_with_a_draft(capsys):
     reference = data["speculative"]["reference"]
     assert reference["speedup"] == pytest.approx(expected_tokens_per_step(0.7, 4) / (4 * 3.35 / 6.68 + 1))
     assert reference["speedup"] < 1.0  # at acceptance 0.7 and k = 4 the measured step times do not pay
+    assert reference["applies"] and reference["stands"] == "reference"
+
+
+def test_cli_plan_says_which_figure_stands_at_another_tp(capsys):
+    """trn2.48xlarge at tp=8 (issue 32, item 6): the reference TKG p50 was measured at tp=4, so the
+    memory floors' figure stands, said with the tp=4 pair beside it; at tp=4 the reference's stands."""
+    argv = ["plan", "--model", "carbon-3b", "--shape", "report-bs1", "--hardware", "trn2.48xlarge",
+            "--draft", "carbon-500m", "--acceptance", "0.7"]
+    assert cli_main([*argv, "--tp", "8"]) == 0
+    out = capsys.readouterr().out
+    floors = re.search(r"predicted speedup (\d+\.\d+)x\n", out)[1]
+    assert "at the reference TKG p50" not in out
+    assert ("no reference TKG p50 at tp=8: the reference (carbon-3b 6.68 ms, carbon-500m 3.35 ms) was measured at "
+            "tp=4") in out
+    assert f"the memory-floor figure stands ({floors}x), as an optimistic one: at tp=4 the floors predict 1.73x and " \
+           "the measured steps 0.92x" in out
+    assert cli_main([*argv, "--tp", "8", "--json"]) == 0
+    reference = json.loads(capsys.readouterr().out)["speculative"]["reference"]
+    assert (reference["applies"], reference["stands"], reference["tp_degree"]) == (False, "memory floors", 4)
+    assert cli_main(argv) == 0  # the shape's tp=4: the reference's figure stands
+    out = capsys.readouterr().out
+    assert "this figure stands (0.92x): the memory floors take every step as memory-bound" in out
 
 
 @pytest.mark.parametrize("argv,message", [
