@@ -48,10 +48,10 @@ def torch_thread_cap(config: HarnessConfig, environ: dict[str, str], cpus: int) 
     """torch's intra-op threads for this process, or None to leave torch's own choice.
 
     Where the model runs on this CPU: ``--carbon-cpu-threads``, else one. Why one: a forward split over
-    every core waits at each op for whichever thread lost its core to other work. Beside one busy core on
-    2 CPUs, the smoke CTE took 30-250 ms of CPU with 2 threads, bimodal by whether the neighbour held the
-    other core during that round, against 10-16 ms with one (the 10x between test_cte and test_e2e's CTE
-    of one run was that, not what each path measures). A user's OMP_NUM_THREADS is theirs to keep.
+    every core waits at each op for whichever thread lost its core to other work. On 2 CPUs beside a busy
+    neighbour core, the smoke CTE p50 read 64-102 ms in test_cte and 101-197 ms in test_e2e with 2 threads
+    (the issue's 21.8 against 243 ms in one run was this, not a difference between the two paths), and
+    23-34 ms in both with one; quiet, 2 threads read 10.6 ms in both. A user's OMP_NUM_THREADS is kept.
 
     Elsewhere, in a pytest-xdist worker: its share of the CPUs (each worker's torch otherwise starts a
     thread per CPU, ``-n 2`` on 2 CPUs then runs 4 spinning threads on 2 cores)."""
