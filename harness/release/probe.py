@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.neuron.artifacts import NEURON_PACKAGES, nxdi_build, package_build
-from harness.backends.neuron.stubs import source_roots
+from harness.backends.neuron.sources import source_roots
 from harness.core.paths import REPO_ROOT
 from harness.core.versions import installed_versions
 

@@ -189,7 +189,8 @@ class NeuronEngine(Engine):
                  variants: Iterable[str] = (), hardware: str = "trn2.3xlarge", cpu: bool = False,
                  nxdi_source: Path | None = None) -> None:
         if cpu:
-            from harness.backends.neuron.stubs import NeuronImportError, install
+            from harness.backends.neuron.sources import NeuronImportError
+            from harness.backends.neuron.stubs import install
 
             try:
                 install(nxdi_source)

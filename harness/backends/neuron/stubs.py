@@ -29,13 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.backends.neuron.sources import NXD_PACKAGE, NXDI_PACKAGE, NeuronImportError, source_roots
 from harness.backends.neuron.stub_allowlist import ALLOW_LIST, ALLOWED_MODULES
 
 NEURON_ONLY_PACKAGES = ("torch_xla", "torch_neuronx", "nki", "nkilib", "libneuronxla", "neuronxcc")
 # neuronx_distributed packages whose __init__ needs the Neuron runtime: registered, not executed.
 NXD_BARE_PACKAGES = ("neuronx_distributed", "neuronx_distributed.modules", "neuronx_distributed.modules.moe")
-NXDI_PACKAGE = "neuronx_distributed_inference"
-NXD_PACKAGE = "neuronx_distributed"
 
 ALLOW_LIST_FILE = "harness/backends/neuron/stub_allowlist.py"
 _CALLS: Counter[str] = Counter()  # stubbed calls made in this process, by name
@@ -53,10 +52,6 @@ STUB_VALUES: dict[str, Any] = {
     "neuronxcc.__version__": "2.0.0+stub",
     "libneuronxla.__version__": "2.0.0+stub",
 }
-
-
-class NeuronImportError(ImportError):
-    """NxDI (or neuronx-distributed) cannot be imported from what was given; the message says why."""
 
 
 class NeuronStubCalled(RuntimeError):
@@ -192,28 +187,6 @@ class NxdiImport:
     nxd_path: str
     stubbed: tuple[str, ...]
     source: str | None  # the --carbon-nxdi-source directory, None for the installed package
-
-
-def source_roots(source: Path) -> tuple[Path, Path | None]:
-    """The directories to put on sys.path for a source tree given as ``source``: an NxDI checkout
-    (``src/neuronx_distributed_inference``), a directory holding the package itself, or a folder
-    with both checkouts side by side (``neuronx-distributed-inference/``, ``neuronx-distributed/``,
-    as ../shared/vendor is laid out). The second is neuronx-distributed's, when found there."""
-    source = source.expanduser()
-    if not source.is_dir():
-        raise NeuronImportError(f"--carbon-nxdi-source {source} is not a directory")
-    candidates = [source, source / "src", source / "neuronx-distributed-inference" / "src",
-                  source / "neuronx-distributed-inference"]
-    nxdi = next((c for c in candidates if (c / NXDI_PACKAGE / "__init__.py").is_file()), None)
-    if nxdi is None:
-        raise NeuronImportError(
-            f"--carbon-nxdi-source {source} holds no {NXDI_PACKAGE} package: give an NxDI checkout (with "
-            f"src/{NXDI_PACKAGE}), the directory that contains {NXDI_PACKAGE}/, or a folder with "
-            "neuronx-distributed-inference/ and neuronx-distributed/ checkouts side by side")
-    nxd_candidates = [nxdi, source / "neuronx-distributed" / "src", source / "neuronx-distributed",
-                      source.parent / "neuronx-distributed" / "src"]
-    nxd = next((c for c in nxd_candidates if (c / NXD_PACKAGE / "__init__.py").is_file()), None)
-    return nxdi, nxd
 
 
 def _register_bare_package(name: str, search: Path) -> None:
