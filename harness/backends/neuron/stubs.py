@@ -140,12 +140,12 @@ class _StubMeta(type):
         raise NeuronStubMissing(_undecided(f"issubclass({getattr(subclass, '__name__', subclass)}, {cls._stub_name})"))
 
     def __iter__(cls):
-        raise NeuronStubMissing(f"{cls._stub_name} is a Neuron-only stub: it cannot be iterated (NxDI code iterating it would "
-                        f"take a path the stub picks; see {ALLOW_LIST_FILE})")
+        raise NeuronStubMissing(f"{cls._stub_name} is a Neuron-only stub: it cannot be iterated (NxDI code iterating "
+                                f"it would take a path the stub picks; see {ALLOW_LIST_FILE})")
 
     def __bool__(cls) -> bool:
-        raise NeuronStubMissing(f"{cls._stub_name} is a Neuron-only stub: it has no truth value (NxDI code testing it would "
-                        f"take a path the stub picks; see {ALLOW_LIST_FILE})")
+        raise NeuronStubMissing(f"{cls._stub_name} is a Neuron-only stub: it has no truth value (NxDI code testing "
+                                f"it would take a path the stub picks; see {ALLOW_LIST_FILE})")
 
     def __repr__(cls) -> str:
         return f"<neuron stub {cls._stub_name}>"

@@ -1,7 +1,9 @@
 """The Neuron stubs answer only their allow-list (issue 20, item 6): a Neuron-only name NxDI's CPU
 mode was not seen to use raises, naming it, instead of quietly handing back another stub that is
 falsy and iterates as empty; the stubbed calls actually made are counted and reported in the NxDI
-CPU tier's summary line. Each probe runs in a fresh process: stubbing changes the import system."""
+CPU tier's summary line. The error is one that NxDI's own probes (``hasattr``, ``getattr(..., None)``,
+``except ImportError`` / ``except Exception``) cannot swallow (issue 31, item 3), shown on NxDI 0.9's
+real code. Each probe runs in a fresh process: stubbing changes the import system."""
 
 from __future__ import annotations
 
