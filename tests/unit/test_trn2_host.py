@@ -105,5 +105,8 @@ def test_unit_tier_passes_on_a_simulated_trn2_host_with_stub_torch_neuronx(tmp_p
     # the neuron case ran and passed; on this host it expects, stated in that test from sys.path and /dev
     # and not from the harness's detection, "neuronx_distributed_inference is not importable"
     assert outcomes.get(NEURON_PLUGIN_CASE) == "passed", outcomes.get(NEURON_PLUGIN_CASE, sorted(outcomes)[:20])
-    ran = {nodeid.split("::")[0] for nodeid, outcome in outcomes.items() if outcome == "passed"}
-    assert set(modules) <= ran, sorted(set(modules) - ran)  # every neuron-facing module had a test that passed
+    # every neuron-facing module had a test that passed, or skipped because this is (as simulated) a host
+    # with torch_neuronx, where there is no stub to probe (test_neuron_stub_allowlist.py)
+    settled = {nodeid.split("::")[0] for nodeid, outcome in outcomes.items()
+               if outcome == "passed" or "torch_neuronx is installed on this host" in outcome}
+    assert set(modules) <= settled, sorted(set(modules) - settled)
