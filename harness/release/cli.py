@@ -174,7 +174,7 @@ def side_of(args: argparse.Namespace, name: str) -> Side:
             raise ReleaseCheckError(f"--{name}-python {python}: no such executable")
         if source is None:
             raise ReleaseCheckError(f"--neuron-cpu needs --{name}-nxdi-source DIR (an NxDI source tree)")
-        from harness.backends.neuron.stubs import NeuronImportError, source_roots
+        from harness.backends.neuron.sources import NeuronImportError, source_roots
 
         try:
             source_roots(source)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from harness.backends.neuron.stubs import source_roots
+from harness.backends.neuron.sources import source_roots
 
 ANCHOR = "            is_run_on_neuron = self.token_generation_model.is_neuron()\n"
 MODEL_BASE = Path("neuronx_distributed_inference") / "models" / "model_base.py"

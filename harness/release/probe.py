@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.neuron.artifacts import NEURON_PACKAGES, nxdi_build, package_build
-from harness.backends.neuron.stubs import source_roots
+from harness.backends.neuron.sources import source_roots
 from harness.core.neuron_host import host_record, instance_from_neuron_ls
 from harness.core.paths import REPO_ROOT
 from harness.core.versions import installed_versions

@@ -106,7 +106,8 @@ def import_nxdi_for_cpu(source: Path | None) -> Any:
     and the transformers installed against the one that NxDI release pins."""
     import importlib
 
-    from harness.backends.neuron.stubs import NeuronImportError, install
+    from harness.backends.neuron.sources import NeuronImportError
+    from harness.backends.neuron.stubs import install
 
     try:
         where = install(source)
@@ -130,7 +131,7 @@ def nxdi_release(source: Path | None) -> tuple[str, str]:
     import re
 
     from harness.backends.neuron.artifacts import package_version
-    from harness.backends.neuron.stubs import NXDI_PACKAGE, NeuronImportError, source_roots
+    from harness.backends.neuron.sources import NXDI_PACKAGE, NeuronImportError, source_roots
 
     try:
         if source is not None:

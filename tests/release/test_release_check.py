@@ -33,12 +33,23 @@ MIN_ROUNDS, MAX_ROUNDS = "4", "8"
 PERF = (*PERF_OPTIONS, "--min-rounds", MIN_ROUNDS, "--max-rounds", MAX_ROUNDS)
 
 
+RELEASES = ("2.28", "2.29-c63afe0")  # the earlier publications the checks below run against
+
+
 @pytest.fixture(scope="module")
 def vendor(carbon_session) -> Path:
+    """The NxDI 2.29 tree the run was given. Skips when none was given; fails when the one given lacks
+    the earlier releases, since the user asked for the checks with it (as tests/conftest.py's
+    nxdi_source does): a skip there would pass the run without a single release check."""
     source = carbon_session.config.nxdi_source
-    if source is None or not (source / "releases").is_dir():
+    if source is None:
         pytest.skip("release checks need --carbon-nxdi-source DIR: the NxDI 2.29 tree whose releases/ holds 2.28 and "
                     "2.29-c63afe0, as ../shared/vendor does")
+    missing = [name for name in RELEASES if not (source / "releases" / name / "neuronx-distributed-inference").is_dir()]
+    if missing:
+        pytest.fail(f"--carbon-nxdi-source {source} has no releases/{', releases/'.join(missing)} (each with "
+                    f"neuronx-distributed-inference/ and neuronx-distributed/): the release checks run 2.29 against "
+                    f"{' and '.join(RELEASES)}; give the tree laid out as ../shared/vendor is", pytrace=False)
     return source
 
 

@@ -38,6 +38,15 @@ from harness.backends.neuron.artifacts import (
     save_sharding_log,
     touch_last_used,
 )
+from harness.backends.neuron.batching import (
+    adapter_generate_kwargs,
+    check_prompt_lengths,
+    decode_attention_mask,
+    generated_tokens,
+    pad_rows,
+    prefill_positions,
+    smoke_generate,
+)
 from harness.backends.neuron.config import (
     NOT_ON_CPU,
     baseline_kernels,
@@ -53,47 +62,6 @@ from harness.core.errors import BackendCannot, BackendError
 from harness.core.measure import Timer
 from harness.core.ports import free_port
 from harness.core.spec import MODELS, SCORING_SHAPES, ArtifactKey, RunShape
-from harness.core.vocab import PAD_TOKEN_ID
-
-
-def pad_rows(batch: Batch, batch_size: int) -> Batch:
-    """A compiled NxDI model has a static batch size: fill a smaller batch up to it by repeating
-    its last row (those rows' outputs are dropped again)."""
-    if batch.size > batch_size:
-        raise BackendError(f"batch of {batch.size} prompts exceeds the compiled batch_size={batch_size}")
-    if batch.size == batch_size:
-        return batch
-    extra = batch_size - batch.size
-    ids = torch.cat([batch.input_ids, batch.input_ids[-1:].expand(extra, -1)])
-    mask = torch.cat([batch.attention_mask, batch.attention_mask[-1:].expand(extra, -1)])
-    return Batch(ids, mask, batch.prompts)
-
-
-def adapter_generate_kwargs(batch: Batch, max_new_tokens: int) -> dict[str, Any]:
-    """Arguments for ``HuggingFaceGenerationAdapter.generate`` that give exactly ``max_new_tokens``
-    greedy tokens per row (the reference runs' "forced_no_eos"). The published eos id 2 is a BPE
-    token. With on-device sampling the adapter takes ``outputs.tokens``, which logits processors
-    (``min_new_tokens``) never touch, so only an empty ``eos_token_id`` keeps config.json's EOS
-    from ending rows, as NxDI's own ``utils/benchmark.py`` does."""
-    return {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask, "max_new_tokens": max_new_tokens,
-            "do_sample": False, "top_k": 1, "pad_token_id": PAD_TOKEN_ID, "eos_token_id": []}
-
-
-def decode_attention_mask(positions: torch.Tensor, width: int) -> torch.Tensor:
-    """The attention mask of a token-generation step: ones exactly at the KV slots below each row's
-    position (NxDI ``attention_base.compute_for_token_gen``: ``mask[..., i]`` only when
-    ``i < computed_context_len``). Context encoding writes the whole bucket into the KV cache, pad
-    slots included, so a mask that merely appends a one per step attends to stale pad slots."""
-    return (torch.arange(width).unsqueeze(0) < positions.reshape(-1, 1)).to(torch.long)
-
-
-def generated_tokens(output_ids: torch.Tensor, prompt_width: int, rows: int, max_new_tokens: int) -> torch.Tensor:
-    """The new tokens of the real rows from the adapter's output (prompt + continuation)."""
-    new = output_ids[:rows, prompt_width:]
-    if new.shape[1] != max_new_tokens:
-        raise BackendError(f"NxDI generated {new.shape[1]} tokens per row, expected exactly {max_new_tokens} "
-                           "(EOS should be disabled)")
-    return new
 
 
 class SubmodelLatency:
@@ -119,20 +87,6 @@ class SubmodelLatency:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-
-
-def smoke_generate(adapter: Any, batch_size: int) -> None:
-    """Two greedy tokens from a one-token prompt through the adapter, once at load: an NxDI build
-    that cannot generate (0.9.0 at commit c63afe0: an undefined ``tensor_capture_hook`` in
-    ``hf_adapter.py``) fails here with its error, before any figure is taken."""
-    ids = torch.tensor([[151669, 151672]] * batch_size)  # <dna> AAAAAA
-    batch = Batch(ids, torch.ones_like(ids))
-    try:
-        out = adapter.generate(**adapter_generate_kwargs(batch, 2))
-    except Exception as exc:  # any failure of the installed NxDI build, reported as such
-        raise BackendError(f"the installed NxDI build cannot generate ({type(exc).__name__}: {exc}); "
-                           "check which NxDI build this is (run manifest: nxdi_build)") from exc
-    generated_tokens(out, 2, batch_size, 2)
 
 
 def checkpoint_config(checkpoint: Path) -> dict[str, Any]:
@@ -168,20 +122,6 @@ def check_cpu_mode_logits_build(model: Any) -> None:
                            "a later NxDI, or a Trainium2 device")
 
 
-MIN_PROMPT_TOKENS = 2
-
-
-def check_prompt_lengths(batch: Batch) -> None:
-    """NxDI 0.9 pads position ids with 1 (``model_wrapper.py``) and takes the context-encoding
-    output at ``torch.max(position_ids).indices`` (``model_base.py``): for a one-token prompt that is
-    the first pad slot, so its first token comes from a pad (measured in the CPU tier: the tokens
-    differ from transformers'). A one-token prompt, such as ``<dna>`` alone, is refused."""
-    short = [i for i, n in enumerate(batch.prompt_lengths.tolist()) if n < MIN_PROMPT_TOKENS]
-    if short:
-        raise BackendError(f"rows {short} have a {MIN_PROMPT_TOKENS - 1}-token prompt: NxDI 0.9 reads a pad slot for "
-                           f"them (position ids padded with 1); give at least {MIN_PROMPT_TOKENS} tokens")
-
-
 class NeuronEngine(Engine):
     """NxDI's Llama through its public API: compiled on a Trainium2 host (content-addressed cache),
     or in NxDI's CPU mode (``cpu=True``: ``to_cpu()`` instead of compile/load)."""
@@ -190,7 +130,8 @@ class NeuronEngine(Engine):
                  variants: Iterable[str] = (), hardware: str = "trn2.3xlarge", cpu: bool = False,
                  nxdi_source: Path | None = None) -> None:
         if cpu:
-            from harness.backends.neuron.stubs import NeuronImportError, install
+            from harness.backends.neuron.sources import NeuronImportError
+            from harness.backends.neuron.stubs import install
 
             try:
                 install(nxdi_source)
@@ -372,9 +313,7 @@ class NeuronEngine(Engine):
         self._active = model if model is not None else self.model
         self._rows = batch.size
         full = pad_rows(batch, self.shape.batch_size)
-        mask = full.attention_mask
-        positions = mask.long().cumsum(-1) - 1
-        positions.masked_fill_(mask == 0, 1)
+        mask, positions = full.attention_mask, prefill_positions(full.attention_mask)
         out = self._forward(full.input_ids, mask, positions)
         self._mask, self._width = mask, full.input_ids.shape[1]
         self._positions = positions.amax(1, keepdim=True)
@@ -450,11 +389,8 @@ class NeuronEngine(Engine):
         self.check_batch(batch)
         self.reset()
         full = pad_rows(batch, self.shape.batch_size)
-        mask = full.attention_mask
-        positions = mask.long().cumsum(-1) - 1
-        positions.masked_fill_(mask == 0, 1)
         with torch.inference_mode():
-            out = self._forward(full.input_ids, mask, positions)
+            out = self._forward(full.input_ids, full.attention_mask, prefill_positions(full.attention_mask))
         self.reset()
         return out.logits[: batch.size, : full.input_ids.shape[1]].float()
 

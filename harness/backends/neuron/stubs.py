@@ -7,9 +7,11 @@ when they are not installed, so that everything else NxDI runs is its real code.
 named as stubs in the session header and the run manifest (``stubbed_packages``).
 
 A stub answers only the names on its allow-list (``harness.backends.neuron.stub_allowlist``);
-any other name, a truth test or an iteration raises, naming it, so that NxDI code branching on a
-Neuron-only helper cannot quietly take the path a stub happens to pick. The stubbed calls made
-are counted (``stub_calls``) and reported in the NxDI CPU tier's summary line.
+any other name or submodule, a subscript, an ``isinstance`` / ``issubclass`` it cannot decide, a
+truth test or an iteration raises ``NeuronStubMissing``, naming it, so that NxDI code branching on
+a Neuron-only helper cannot quietly take the path a stub happens to pick (see that class for why it
+is not an ``AttributeError``). The stubbed calls made are counted (``stub_calls``) and reported in
+the NxDI CPU tier's summary line.
 
 ``neuronx_distributed/__init__.py`` touches the Neuron runtime at import time
 (``torch.classes.neuron.*``): its packages are registered without running their ``__init__``,
@@ -29,13 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.backends.neuron.sources import NXD_PACKAGE, NXDI_PACKAGE, NeuronImportError, source_roots
 from harness.backends.neuron.stub_allowlist import ALLOW_LIST, ALLOWED_MODULES
 
 NEURON_ONLY_PACKAGES = ("torch_xla", "torch_neuronx", "nki", "nkilib", "libneuronxla", "neuronxcc")
 # neuronx_distributed packages whose __init__ needs the Neuron runtime: registered, not executed.
 NXD_BARE_PACKAGES = ("neuronx_distributed", "neuronx_distributed.modules", "neuronx_distributed.modules.moe")
-NXDI_PACKAGE = "neuronx_distributed_inference"
-NXD_PACKAGE = "neuronx_distributed"
 
 ALLOW_LIST_FILE = "harness/backends/neuron/stub_allowlist.py"
 _CALLS: Counter[str] = Counter()  # stubbed calls made in this process, by name
@@ -55,22 +56,33 @@ STUB_VALUES: dict[str, Any] = {
 }
 
 
-class NeuronImportError(ImportError):
-    """NxDI (or neuronx-distributed) cannot be imported from what was given; the message says why."""
-
-
 class NeuronStubCalled(RuntimeError):
     """CPU mode reached Neuron-only code (a kernel, a device op): a real device is needed for it."""
 
 
-class NeuronStubMissing(AttributeError):
-    """A Neuron-only name that is not on the stub allow-list was asked for."""
+class NeuronStubMissing(BaseException):
+    """A Neuron-only name or use that is not on the stub allow-list was asked for.
+
+    A ``BaseException``, like ``KeyboardInterrupt``, on purpose. NxDI probes Neuron-only names and
+    branches on the answer: ``hasattr``, ``getattr(mod, name, None)`` (attention_base.py's
+    ``import_nki_cte_attention_kernel``), ``from X import Y`` inside ``try/except ImportError``
+    (neuronx_distributed's trace/functions.py) or ``except Exception`` (its parallel_state.py). Each of
+    those swallows any ``Exception`` subclass, an ``AttributeError`` or ``ImportError`` by design, and
+    takes the "absent" branch, where a Trn2 host, which has the real name, takes the other. Recording
+    the miss and failing the tier's summary afterwards would still let that run take the wrong path
+    and produce figures from it; an error that only ``except BaseException`` catches stops it at
+    the probe, with the name. pytest reports it as the test's failure (or collection error)."""
 
 
 def _not_allowed(qualname: str) -> str:
     return (f"{qualname} is not on the Neuron stub allow-list: {qualname.split('.', 1)[0]} is a Neuron-only package "
             f"stubbed for NxDI's CPU mode, and NxDI's CPU mode was not seen using this name (if it may, add it to "
             f"{ALLOW_LIST_FILE}, saying what it stands for)")
+
+
+def _undecided(check: str) -> str:
+    return (f"{check} cannot be decided: the Neuron-only class is a stub for NxDI's CPU mode (the real class decides "
+            f"on a Trn2 host, so NxDI could take another branch here; see {ALLOW_LIST_FILE})")
 
 
 def stub_calls() -> dict[str, int]:
@@ -115,15 +127,25 @@ class _StubMeta(type):
         return super().__call__(*args, **kwargs)  # a real subclass of a stub
 
     def __getitem__(cls, item: Any) -> Any:
-        return cls
+        return _lookup(f"{cls._stub_name}[]")  # any subscript of this stub, on the list as NAME[]
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        if not cls.__dict__.get("_stub_direct") or cls in type(instance).__mro__:
+            return type.__instancecheck__(cls, instance)  # a real subclass of a stub, or an instance of one
+        raise NeuronStubMissing(_undecided(f"isinstance(<{type(instance).__name__}>, {cls._stub_name})"))
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        if not cls.__dict__.get("_stub_direct") or cls in getattr(subclass, "__mro__", ()):
+            return type.__subclasscheck__(cls, subclass)
+        raise NeuronStubMissing(_undecided(f"issubclass({getattr(subclass, '__name__', subclass)}, {cls._stub_name})"))
 
     def __iter__(cls):
-        raise TypeError(f"{cls._stub_name} is a Neuron-only stub: it cannot be iterated (NxDI code iterating it would "
-                        f"take a path the stub picks; see {ALLOW_LIST_FILE})")
+        raise NeuronStubMissing(f"{cls._stub_name} is a Neuron-only stub: it cannot be iterated (NxDI code iterating "
+                                f"it would take a path the stub picks; see {ALLOW_LIST_FILE})")
 
     def __bool__(cls) -> bool:
-        raise TypeError(f"{cls._stub_name} is a Neuron-only stub: it has no truth value (NxDI code testing it would "
-                        f"take a path the stub picks; see {ALLOW_LIST_FILE})")
+        raise NeuronStubMissing(f"{cls._stub_name} is a Neuron-only stub: it has no truth value (NxDI code testing "
+                                f"it would take a path the stub picks; see {ALLOW_LIST_FILE})")
 
     def __repr__(cls) -> str:
         return f"<neuron stub {cls._stub_name}>"
@@ -153,8 +175,11 @@ def _lookup(qualname: str) -> Any:
 class _StubModule(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return _lookup(f"{self.__name__}.{name}")
+            raise AttributeError(name)  # Python's own protocol probes (copy, inspect, typing), not NxDI's
+        qualname = f"{self.__name__}.{name}"
+        if qualname in ALLOWED_MODULES:  # a submodule, as the real package has it (import's fromlist asks hasattr)
+            return importlib.import_module(qualname)
+        return _lookup(qualname)
 
 
 class _StubLoader(importlib.abc.Loader):
@@ -178,8 +203,8 @@ class _StubFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname.split(".", 1)[0] in self.roots:
-            if fullname not in ALLOWED_MODULES:
-                raise ModuleNotFoundError(_not_allowed(fullname), name=fullname)
+            if fullname not in ALLOWED_MODULES:  # not ModuleNotFoundError: `except ImportError` would take a fallback
+                raise NeuronStubMissing(_not_allowed(fullname))
             return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
         return None
 
@@ -192,28 +217,6 @@ class NxdiImport:
     nxd_path: str
     stubbed: tuple[str, ...]
     source: str | None  # the --carbon-nxdi-source directory, None for the installed package
-
-
-def source_roots(source: Path) -> tuple[Path, Path | None]:
-    """The directories to put on sys.path for a source tree given as ``source``: an NxDI checkout
-    (``src/neuronx_distributed_inference``), a directory holding the package itself, or a folder
-    with both checkouts side by side (``neuronx-distributed-inference/``, ``neuronx-distributed/``,
-    as ../shared/vendor is laid out). The second is neuronx-distributed's, when found there."""
-    source = source.expanduser()
-    if not source.is_dir():
-        raise NeuronImportError(f"--carbon-nxdi-source {source} is not a directory")
-    candidates = [source, source / "src", source / "neuronx-distributed-inference" / "src",
-                  source / "neuronx-distributed-inference"]
-    nxdi = next((c for c in candidates if (c / NXDI_PACKAGE / "__init__.py").is_file()), None)
-    if nxdi is None:
-        raise NeuronImportError(
-            f"--carbon-nxdi-source {source} holds no {NXDI_PACKAGE} package: give an NxDI checkout (with "
-            f"src/{NXDI_PACKAGE}), the directory that contains {NXDI_PACKAGE}/, or a folder with "
-            "neuronx-distributed-inference/ and neuronx-distributed/ checkouts side by side")
-    nxd_candidates = [nxdi, source / "neuronx-distributed" / "src", source / "neuronx-distributed",
-                      source.parent / "neuronx-distributed" / "src"]
-    nxd = next((c for c in nxd_candidates if (c / NXD_PACKAGE / "__init__.py").is_file()), None)
-    return nxdi, nxd
 
 
 def _register_bare_package(name: str, search: Path) -> None:

@@ -42,29 +42,74 @@ def plain(value):
         return repr(value)
 
 
-def load_inference_demo() -> dict:
+def load_inference_demo() -> tuple[dict, dict[int, str]]:
     """NxDI's ``inference_demo.py``, executed statement by statement from its source: its functions
     are NxDI's own. The module cannot be imported whole on a CPU (its MoE models need Neuron-only
-    names that are not on the stub allow-list, its accuracy helpers torchvision), so a top-level
-    import that fails is left out, and a constant it imported is read from its module's source."""
+    names that are not on the stub allow-list, its accuracy helpers torchvision), so an import that
+    fails for that is left out (``exec_statements``: anything else that fails raises)."""
     import neuronx_distributed_inference
 
     root = Path(neuronx_distributed_inference.__file__).parent
-    path = root / "inference_demo.py"
-    namespace: dict = {"__name__": "inference_demo", "__file__": str(path)}
-    for node in ast.parse(path.read_text()).body:
-        try:
-            exec(compile(ast.Module([node], type_ignores=[]), str(path), "exec"), namespace)
-        except (ImportError, NameError):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                for alias in node.names:
-                    value = source_constant(root.parent / (node.module.replace(".", "/") + ".py"), alias.name)
-                    if value is not None:
-                        namespace[alias.asname or alias.name] = value
+    namespace, left_out = exec_statements(root / "inference_demo.py", neuronx_distributed_inference.__name__)
     missing = [name for name in ("setup_run_parser", "create_neuron_config", "run_inference") if name not in namespace]
     if missing:
         raise RuntimeError(f"inference_demo.py in {root} no longer defines {missing}")
-    return namespace
+    return namespace, left_out
+
+
+def exec_statements(path: Path, package: str) -> tuple[dict, dict[int, str]]:
+    """The namespace of module ``path`` (in ``package``, so relative imports resolve as they do for
+    the module itself), its top-level statements executed one by one, and the statements left out,
+    by line, with why. Only two failures leave a statement out: an import that cannot be made here
+    (ImportError, or a Neuron-only name off the stub allow-list), whose literal constants are read
+    from the imported module's source instead; and a statement that fails only because it names
+    what such an import would have bound (NameError). Anything else raises, naming the line: a
+    demo statement silently missing would make the demo's functions run on something else."""
+    from harness.backends.neuron.stubs import NeuronStubMissing
+
+    namespace: dict = {"__name__": f"{package}.{path.stem}", "__file__": str(path), "__package__": package}
+    unbound: set[str] = set()
+    left_out: dict[int, str] = {}
+    for node in ast.parse(path.read_text()).body:
+        try:
+            exec(compile(ast.Module([node], type_ignores=[]), str(path), "exec"), namespace)
+        except (ImportError, NeuronStubMissing) as exc:
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                raise RuntimeError(f"{path}:{node.lineno}: {type(exc).__name__}: {exc}") from exc
+            left_out[node.lineno] = f"{type(exc).__name__}: {exc}"
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                value = imported_constant(path, package, node, alias.name)
+                if value is None:
+                    unbound.add(bound)
+                else:
+                    namespace[bound] = value
+        except NameError as exc:
+            if exc.name not in unbound:
+                raise RuntimeError(f"{path}:{node.lineno}: NameError: {exc}") from exc
+            left_out[node.lineno] = f"NameError: {exc} (its import was left out)"
+            unbound.update(t.id for t in ast.walk(node) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store))
+    return namespace, left_out
+
+
+def imported_constant(path: Path, package: str, node: ast.stmt, name: str):
+    """The literal constant ``from MODULE import name`` binds (None: not a literal there, or not a
+    ``from`` import), read from MODULE's source; MODULE is resolved as the import does (relative to
+    ``package``), and looked up beside ``path``'s top-level package."""
+    import importlib.util
+
+    if not isinstance(node, ast.ImportFrom):
+        return None
+    module = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+    top = path.parent
+    for _ in package.split(".")[1:]:
+        top = top.parent  # the top-level package's directory
+    base = top.parent.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        value = source_constant(candidate, name)
+        if value is not None:
+            return value
+    return None
 
 
 def source_constant(module_file: Path, name: str):
@@ -106,6 +151,17 @@ def demo_argv(demo: dict, kwargs: dict) -> tuple[list[str], list[str]]:
         else:
             argv += [action.option_strings[0], str(value)]
     return argv, missing
+
+
+def fields(config, prefix: str = "") -> dict[str, str]:
+    """A config's fields, flattened: nested NxDI config objects (on-device sampling) field by field,
+    with their class; any other value by its repr (a function or class by identity, never by its
+    ``__dict__``, which is empty for every function and would make any two compare equal)."""
+    out = {f"{prefix}__class__": f"{type(config).__module__}.{type(config).__qualname__}"}
+    for k, v in vars(config).items():
+        nested = type(v).__module__.startswith("neuronx_distributed") and hasattr(v, "__dict__") and not callable(v)
+        out.update(fields(v, f"{prefix}{k}.") if nested else {f"{prefix}{k}": repr(v)})
+    return out
 
 
 class _DemoReachedTheModel(Exception):
@@ -157,7 +213,7 @@ def main() -> None:
     unexpected_at_init = sorted(unexpected.keys)
     logging.getLogger().removeHandler(unexpected)  # the demo passes all its arguments: NxDI logs most as unexpected
     # inference_demo.py itself: its argument parser and run_inference on the harness's target settings
-    demo = load_inference_demo()
+    demo, demo_left_out = load_inference_demo()
     argv, no_demo_flag = demo_argv(demo, request["target_kwargs"])
     parser = argparse.ArgumentParser()
     demo["setup_run_parser"](parser)
@@ -168,12 +224,6 @@ def main() -> None:
     demo_target = demo_config.neuron_config
     demo_draft = demo_config.fused_spec_config.draft_config.neuron_config
     ours = derive_draft_neuron_config(target_nc)
-
-    def fields(config, prefix=""):  # nested config objects (on-device sampling) compared field by field
-        out = {}
-        for k, v in vars(config).items():
-            out.update(fields(v, f"{prefix}{k}.") if hasattr(v, "__dict__") else {f"{prefix}{k}": repr(v)})
-        return out
 
     detail: dict[str, list] = {}
 
@@ -205,6 +255,7 @@ def main() -> None:
         "target_vs_demo": target_vs_demo,
         "no_demo_flag": no_demo_flag,
         "demo_argv": argv,
+        "demo_left_out": demo_left_out,  # line of inference_demo.py: why it was not executed
         "differences": detail,  # field: [harness, demo], for the assertion messages
         "derived_vs_demo": derived_vs_demo,
         "target": {k: plain(getattr(target_nc, k)) for k in ("speculation_length", "enable_fused_speculation",

@@ -34,7 +34,7 @@ from harness.backends.neuron.config import (
     neuron_config_kwargs,
     variant_env,
 )
-from harness.backends.neuron.engine import adapter_generate_kwargs, decode_attention_mask, generated_tokens, pad_rows
+from harness.backends.neuron.batching import adapter_generate_kwargs, decode_attention_mask, generated_tokens, pad_rows
 from harness.backends.neuron.host import neuron_unavailable_reason, visible_cores
 from harness.core.errors import BackendError
 from harness.core.plan import CONVERT_TO_MHA, REPLICATE, attention_sharding

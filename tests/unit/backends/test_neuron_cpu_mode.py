@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.neuron.stubs import NEURON_ONLY_PACKAGES, NeuronImportError, source_roots
+from harness.backends.neuron.sources import NeuronImportError, source_roots
+from harness.backends.neuron.stubs import NEURON_ONLY_PACKAGES
 from harness.release.run import child_env
 from harness.session.config import make_config
 from harness.session.engines import engines_to_unload
