@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.neuron.stubs import NEURON_ONLY_PACKAGES, NeuronImportError, source_roots
-from harness.release.run import child_env
+from harness.release.children import child_env
 from harness.session.config import make_config
 from harness.session.engines import engines_to_unload
 from tests.helpers import REPO, plugin_options, run_pytest
