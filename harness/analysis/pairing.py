@@ -306,4 +306,3 @@ def _engine_figures(base: SideReport, new: SideReport, tolerances: Tolerances, c
             out.not_measured.append(f"engine {engine} compile_s: not measured in the same round on both sides ({said})"
                                     "; for a compile-time comparison run the check with an empty --cache-dir and "
                                     "--no-conformance, so that each side's first perf round compiles")
-

@@ -245,4 +245,3 @@ def merged_markdown(merged: Mapping[str, Any]) -> str:
     if merged["reasons"]:
         lines += ["", "### Reasons", ""] + [f"{i}. {r}" for i, r in enumerate(merged["reasons"], 1)]
     return "\n".join(lines) + "\n"
-

@@ -1,5 +1,6 @@
 """What a release check runs on each side: the plan (both sides, the models, shapes and design), and each
-pytest command line and environment built from it, pure (``harness.release.run`` runs them).
+pytest command line and environment built from it; built here, run by ``harness.release.run`` (the
+conformance tiers) and ``harness.release.rounds`` (the perf rounds).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from harness.analysis.verdict import still_open
 from harness.release.children import last_error_line, read_outcomes, run_logged, session_error
 from harness.release.plan import CheckPlan, Side, perf_command, side_env
 
+
 def read_round(bench_json: Path) -> tuple[list[Any], dict[str, dict[str, Any]]]:
     """A perf round's results and its engines' load / compile seconds and whether they compiled
     (``model/shape`` -> record)."""
