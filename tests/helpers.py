@@ -14,7 +14,7 @@ from typing import Any
 from harness.carbon.dna import batch_suite
 from harness.core.errors import BackendCannot
 from harness.core.paths import REPO_ROOT
-from harness.release.run import child_env
+from harness.release.children import child_env
 
 
 def checkout_under_test(tests_dir: Path, harness_root: Path) -> Path:

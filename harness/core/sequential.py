@@ -22,7 +22,7 @@ Student's t on ``n - 1`` degrees of freedom at each look ``n``:
   still open at ``max_pairs`` is **unresolved**, and the verdict fails saying so: a gate never
   passes for lack of evidence.
 
-Pure numbers (no I/O): ``harness.release.run`` asks it after every pair whether to go on,
+Pure numbers (no I/O): ``harness.release.rounds`` asks it after every pair whether to go on,
 ``harness.analysis.verdict`` replays it on the evidence, and ``python -m harness.release.power``
 simulates it at measured noise.
 """

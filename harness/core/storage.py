@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -210,3 +210,22 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def refuse_existing_out(out: Path, force: bool, what: str) -> None:
+    """A written file (a golden, a thresholds file) replaces what others compare against: only with --force."""
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory: give the {what} file to write")
+    if out.exists() and not force:
+        raise ValueError(f"--out {out} exists: refusing to overwrite it; pass --force to replace it")
+
+
+def refuse_overwrite(inputs: Sequence[Path], outputs: dict[str, Path | None]) -> None:
+    """An output option naming one of the inputs would destroy it: refuse before reading anything."""
+    for option, out in outputs.items():
+        if out is None:
+            continue
+        for src in inputs:
+            if out.resolve() == src.resolve() or (out.exists() and src.exists() and out.samefile(src)):
+                raise ValueError(f"{option} {out} is the input file {src}: refusing to overwrite it; "
+                                 "write to another path")

@@ -23,11 +23,12 @@ compilation cache, quickstarts); not run here: there is no Neuron device on this
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 from dataclasses import dataclass, field
 
-from harness.core.spec import RunShape
+from harness.core.spec import RunShape, get_shape
 
 COMPILATION_TIMEOUT_S = 1800  # the 8B's buckets exceed the 600 s default on trn2.3xlarge
 DEFAULT_CACHE_ROOT = "/opt/carbon-harness-cache/vllm"
@@ -64,3 +65,20 @@ def serve_command(model: str, shape: RunShape, served_name: str = "", port: int 
     env = {"VLLM_NEURON_COMPILATION_TIMEOUT": str(COMPILATION_TIMEOUT_S),
            "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(COMPILATION_TIMEOUT_S), "VLLM_CACHE_ROOT": cache_root}
     return ServeCommand(model, tuple(args), env)
+
+
+def cmd_vllm_serve(args: argparse.Namespace) -> int:
+    print(serve_command(args.model, get_shape(args.shape), args.served_model_name, args.port).shell())
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from harness.core.options import parse_positive_int, parse_shape
+
+    p = sub.add_parser("vllm-serve", help="the vllm serve command (vLLM Neuron) that compiles a harness shape as NxDI "
+                                          "does: the migration's candidate server")
+    p.add_argument("--model", required=True, metavar="PATH|ID", help="the checkpoint the server loads")
+    p.add_argument("--shape", type=parse_shape, default="report-bs1", help="a harness shape (default report-bs1)")
+    p.add_argument("--served-model-name", default="", metavar="NAME", help="e.g. carbon-8b")
+    p.add_argument("--port", type=parse_positive_int, default=8000)
+    p.set_defaults(func=cmd_vllm_serve)

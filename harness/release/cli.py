@@ -23,7 +23,9 @@ from harness.core.options import (
 )
 from harness.core.sequential import Design
 from harness.core.storage import atomic_write_json, atomic_write_text
-from harness.release.run import CONFORMANCE_MARKERS, CheckPlan, ReleaseCheckError, Side, run_check
+from harness.release.errors import ReleaseCheckError
+from harness.release.plan import CONFORMANCE_MARKERS, CheckPlan, Side
+from harness.release.run import run_check
 
 BACKENDS = ("neuron", "hf", "openai")
 MIN_ROUNDS = 3  # a between-round interval needs at least two degrees of freedom to mean anything

@@ -46,7 +46,9 @@ from harness.analysis.verdict import DEFAULT_TOLERANCE
 from harness.core.sequential import FAIL, OPEN, UNRESOLVED, Design, Series, decide, settled
 from harness.core.storage import atomic_write_json, atomic_write_text
 from harness.release.plant import plant_tkg_slowdown
-from harness.release.run import CheckPlan, Side, perf_command, read_round, run_logged, side_env
+from harness.release.children import run_logged
+from harness.release.plan import CheckPlan, Side, perf_command, side_env
+from harness.release.rounds import read_round
 
 METRIC = "tkg_ms_p50"
 ORDERS = list(itertools.permutations(("A", "A2", "B")))  # every arm in every position, both orders of each pair

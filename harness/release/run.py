@@ -16,182 +16,32 @@ side into the shared cache (their keys differ by NxDI build) and reused by every
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.analysis.compare import Tolerances
 from harness.analysis.contract import ContractResult
-from harness.analysis.results import ReportError, load_results, parse_junit
-from harness.analysis.verdict import SideReport, Verdict, cannot_run, decide, still_open
-from harness.core.sequential import Design
+from harness.analysis.pairing import SideReport
+from harness.analysis.verdict import Verdict, cannot_run, decide
 from harness.core.paths import REPO_ROOT
 from harness.core.storage import atomic_write_json, atomic_write_text
+from harness.release.children import last_error_line, read_outcomes, run_logged, session_error
 from harness.release.errors import ReleaseCheckError
-
-CONFORMANCE_MARKERS = "compat or neuron or dna"
-PERF_TESTS = ("tests/perf/test_latency.py",)
-CONTRACT_TEST = "tests/compat/test_contract.py"
-# Set by an outer pytest / pytest-xdist run; a child that inherits them believes it is a worker.
-OUTER_RUN_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_CURRENT_TEST",
-                 "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "NEURON_RT_VISIBLE_CORES")
-# pytest's exit codes that mean the session never ran its tests (usage error, internal error,
-# interrupted); 0, 1 (some failed) and 5 (none collected) mean it ran.
-SESSION_ERRORS = {2: "interrupted", 3: "internal error", 4: "usage error"}
-
-
-def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This process's environment without what an outer pytest run set, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k not in OUTER_RUN_ENV}
-    env.update(extra or {})
-    return env
-
-
-@dataclass(frozen=True)
-class Side:
-    """One side: an environment (its interpreter, or in CPU mode an NxDI tree) and a backend. A served
-    side (``openai``) is measured through a server: the team's (``endpoint``), or one the check starts
-    with this side's own interpreter's vLLM (``endpoint`` filled in once it listens)."""
-
-    name: str  # "baseline" or "candidate"
-    python: str
-    nxdi_source: Path | None = None  # CPU mode: the NxDI tree this side imports
-    backend: str = "neuron"
-    endpoint: str | None = None
-    dtype: str | None = None  # a served side's dtype, where known (the check starts its servers in fp32)
-    env: tuple[tuple[str, str], ...] = ()  # this side's own environment variables (--baseline-env K=V)
-    started: bool = False  # the check started this side's server
-
-    def label(self) -> str:
-        if self.backend == "openai":
-            return f"vLLM at {self.endpoint}" + (f" ({self.python})" if self.started else "")
-        return str(self.nxdi_source) if self.nxdi_source is not None else f"{self.backend} in {self.python}"
-
-
-@dataclass(frozen=True)
-class CheckPlan:
-    baseline: Side
-    candidate: Side
-    out: Path
-    models: tuple[str, ...] = ("carbon-tiny",)
-    shapes: tuple[str, ...] = ("smoke",)
-    design: Design = field(default_factory=Design)
-    runs: int = 5
-    cache_dir: Path | None = None
-    cpu: bool = False
-    model_root: Path | None = None
-    conformance: bool = True
-    conformance_markers: str = CONFORMANCE_MARKERS
-    perf_tests: tuple[str, ...] = PERF_TESTS
-    perf_select: str | None = None  # pytest -k for the perf rounds (None: every perf test of perf_tests)
-    extra_env: dict[str, str] = field(default_factory=dict)  # for both sides (tests plant slowdowns this way)
-    reference: bool = True  # the output contract's fp32 transformers reference run
-    serve_args: tuple[str, ...] = ()  # added to the vLLM servers the check starts (both sides alike)
-
-    @property
-    def served(self) -> bool:
-        return "openai" in (self.baseline.backend, self.candidate.backend)
-
-    @property
-    def cpu_time(self) -> bool:
-        """Both sides compute in their own process on the CPU (NxDI's CPU mode, transformers): timed in
-        process CPU time on one torch thread. A served side's work is in its server: wall time for both."""
-        return not self.served and (self.cpu or {self.baseline.backend, self.candidate.backend} == {"hf"})
-
-    @property
-    def mode(self) -> str:
-        stacks = f"{self.baseline.backend} -> {self.candidate.backend}"
-        if self.cpu_time:
-            return f"{stacks}, on the CPU (process CPU time, one torch thread)"
-        if self.served:
-            return (f"{stacks}, wall time; each served side on one server for the whole check (the other side's "
-                    "paused during each round), each round a fresh client process")
-        return f"{stacks}, device (wall time)"
-
-
-def pytest_args(plan: CheckPlan, side: Side) -> list[str]:
-    """Both sides' options; paths in the ``--opt=PATH`` form, which pytest never takes for a test
-    path (a bare path argument would move the rootdir and rename every test)."""
-    args = ["-p", "no:cacheprovider", "-q", "--carbon-backend", side.backend]
-    for model in plan.models:
-        args.append(f"--carbon-model={model}")
-    for shape in plan.shapes:
-        args += ["--carbon-shape", shape]
-    if plan.model_root is not None:
-        args.append(f"--carbon-model-root={plan.model_root}")
-    if plan.cache_dir is not None:
-        args.append(f"--carbon-cache-dir={plan.cache_dir}")
-    if plan.cpu and side.backend == "neuron":
-        args += ["--carbon-neuron-cpu", f"--carbon-nxdi-source={side.nxdi_source}"]
-    if side.backend == "hf":
-        args += ["--carbon-device", "cpu"]  # a transformers release is qualified on the CPU, in CPU time
-    if side.backend == "openai":
-        args.append(f"--carbon-endpoint={side.endpoint}")
-        if side.started:
-            args.append(f"--carbon-served-model={served_name(plan)}")
-        if side.dtype:
-            args += ["--carbon-dtype", side.dtype]
-    return args
-
-
-def served_name(plan: CheckPlan) -> str:
-    return Path(plan.models[0]).name
-
-
-def side_env(plan: CheckPlan, side: Side) -> dict[str, str]:
-    """Both sides draw the same Hypothesis examples (a property the dev profile's random draws
-    break on one side only would read as an outcome change), and timed in CPU time run torch on one
-    thread; then this side's own variables."""
-    extra = {"HYPOTHESIS_PROFILE": "ci", **plan.extra_env}
-    if plan.cpu_time:
-        extra.setdefault("OMP_NUM_THREADS", "1")
-    return child_env({**extra, **dict(side.env)})
-
-
-def contract_dir(plan: CheckPlan, who: str) -> Path:
-    return plan.out / who / "contract"
-
-
-def conformance_command(plan: CheckPlan, side: Side, junit: Path) -> list[str]:
-    cmd = [side.python, "-m", "pytest", "-m", plan.conformance_markers, *pytest_args(plan, side),
-           f"--junitxml={junit}", f"--carbon-contract-out={contract_dir(plan, side.name)}"]
-    if plan.reference:
-        cmd.append(f"--carbon-contract-reference={contract_dir(plan, 'reference')}")
-    return cmd
-
-
-def reference_command(plan: CheckPlan, junit: Path) -> list[str]:
-    """The output contract's reference: transformers in fp32 on the CPU, in this interpreter, on the
-    same checkpoints and shapes as both sides."""
-    reference = Side("reference", sys.executable, backend="hf")
-    return [sys.executable, "-m", "pytest", CONTRACT_TEST, "-m", "contract", *pytest_args(plan, reference),
-            "--carbon-dtype", "fp32", f"--junitxml={junit}",
-            f"--carbon-contract-out={contract_dir(plan, 'reference')}"]
-
-
-def perf_selection(plan: CheckPlan) -> str | None:
-    """pytest -k of the perf rounds: a served side times only the static batch a client can send
-    (``test_e2e``); the user's ``--perf-select`` narrows it further."""
-    if not plan.served:
-        return plan.perf_select
-    return f"test_e2e and ({plan.perf_select})" if plan.perf_select else "test_e2e"
-
-
-def perf_command(plan: CheckPlan, side: Side, bench_json: Path, junit: Path) -> list[str]:
-    cmd = [side.python, "-m", "pytest", "-m", "perf", *plan.perf_tests, *pytest_args(plan, side),
-           "--carbon-runs", str(plan.runs), f"--benchmark-json={bench_json}", f"--junitxml={junit}"]
-    select = perf_selection(plan)
-    if select:
-        cmd += ["-k", select]
-    if plan.cpu_time:
-        cmd += ["--benchmark-timer", "time.process_time"]
-    return cmd
+from harness.release.plan import (
+    CheckPlan,
+    Side,
+    conformance_command,
+    contract_dir,
+    reference_command,
+    served_name,
+    side_env,
+)
+from harness.release.rounds import focus_on, perf_rounds
 
 
 def probe_side(plan: CheckPlan, side: Side, serve: list[str] | None = None) -> dict[str, Any]:
@@ -218,86 +68,6 @@ def probe_side(plan: CheckPlan, side: Side, serve: list[str] | None = None) -> d
                                 f"{info['harness_root']}, not this checkout ({REPO_ROOT}): install it with "
                                 f"`{side.python} -m pip install -e {REPO_ROOT}`")
     return info
-
-
-# a pytest usage error, or an exception's message: not a traceback's "file:line: Error" nor the harness's
-# informational "carbon-harness: ..." lines
-ERROR_LINE = re.compile(r"^ERROR: carbon-harness:|\w(Error|Exception): ")
-
-
-def last_error_line(log_text: str) -> str:
-    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
-    line = next((ln for ln in reversed(lines) if ERROR_LINE.search(ln)), None)
-    line = line or next((ln for ln in reversed(lines) if "Error" in ln), lines[-1] if lines else "")
-    return line.removeprefix("ERROR: ").removeprefix("E ").strip()
-
-
-def session_error(rc: int, log_text: str, what: str) -> str | None:
-    """Why a pytest run stopped before its tests, from its exit code and last error line."""
-    if rc not in SESSION_ERRORS:
-        return None
-    return f"{what} stopped ({SESSION_ERRORS[rc]}, exit {rc}): {last_error_line(log_text)}"
-
-
-def run_logged(cmd: Sequence[str], log: Path, env: dict[str, str], timeout_s: float) -> tuple[int, str]:
-    """Run ``cmd`` in this checkout with its output in ``log``; returns the exit code and the output."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        r = subprocess.run(list(cmd), cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s,
-                           stdin=subprocess.DEVNULL)
-        rc, text = r.returncode, r.stdout + r.stderr
-    except subprocess.TimeoutExpired as exc:
-        rc, text = 2, f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {timeout_s:.0f} s"
-    atomic_write_text(log, " ".join(cmd) + "\n\n" + text)
-    return rc, text
-
-
-def read_outcomes(junit: Path) -> dict[str, Any]:
-    return parse_junit(junit.read_text(), str(junit)) if junit.is_file() else {}
-
-
-def read_round(bench_json: Path) -> tuple[list[Any], dict[str, dict[str, Any]]]:
-    """A perf round's results and its engines' load / compile seconds and whether they compiled
-    (``model/shape`` -> record)."""
-    if not bench_json.is_file():
-        return [], {}
-    try:
-        results, manifest = load_results(bench_json)
-    except ReportError:
-        return [], {}
-    engines: dict[str, dict[str, Any]] = {}
-    for e in manifest.get("engines") or []:
-        if isinstance(e, dict) and e.get("role") is None:
-            record: dict[str, Any] = {k: float(e[k]) for k in ("load_s", "compile_s")
-                                      if isinstance(e.get(k), (int, float))}
-            if isinstance(e.get("compile"), str):
-                record["compile"] = e["compile"]
-            if isinstance(e.get("config"), dict):
-                record["config"] = e["config"]
-            engines[f"{e.get('model')}/{e.get('shape')}"] = record
-    return results, engines
-
-
-def run_round(plan: CheckPlan, side: Side, k: int, report: SideReport, timeout: float) -> str:
-    """Round ``k`` of one side, a fresh process; its results land under index ``k`` (a round that
-    left none is recorded with its exit code and last error line). Returns a progress line."""
-    folder = plan.out / side.name
-    bench, junit = folder / f"perf-round-{k}.json", folder / f"perf-round-{k}.xml"
-    t0 = time.perf_counter()
-    rc, text = run_logged(perf_command(plan, side, bench, junit), folder / f"perf-round-{k}.log",
-                          side_env(plan, side), timeout)
-    results, engines = read_round(bench)
-    outcomes = read_outcomes(junit)
-    if k == 1:
-        report.outcomes.update({f"{t} (perf)": o for t, o in outcomes.items()})
-    report.ran.append(k)
-    report.round_outcomes[k] = outcomes
-    if rc != 0 or not results:
-        report.round_errors[k] = session_error(rc, text, f"perf round {k}") or f"exit {rc}: {last_error_line(text)}"
-    if results:
-        report.rounds[k] = results
-        report.engines[k] = engines
-    return f"{side.name}: exit {rc}, {len(results)} benchmarks, {time.perf_counter() - t0:.0f} s"
 
 
 def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[CheckPlan, dict[str, Any],
@@ -405,44 +175,6 @@ def engine_config(report: SideReport) -> dict[str, Any]:
     return next(iter(configs.values())) if len(configs) == 1 else configs
 
 
-def perf_rounds(plan: CheckPlan, reports: dict[str, SideReport], tolerances: Tolerances, confidence: float,
-                timeout: float, progress: Callable[[str], None],
-                focus: Callable[[str | None], None] = lambda name: None) -> None:
-    """Pairs of rounds until the design has decided every gated figure; ``focus(side)`` runs before each
-    round (a served check pauses the other side's server), ``focus(None)`` after the last."""
-    sides = (plan.baseline, plan.candidate)
-
-    def one(side: Side, k: int) -> str:
-        focus(side.name)
-        return run_round(plan, side, k, reports[side.name], timeout)
-
-    try:
-        _pairs(plan, reports, tolerances, confidence, progress, lambda k: [one(side, k) for side in
-                                                                         (sides if k % 2 else sides[::-1])])
-    finally:
-        focus(None)
-
-
-def _pairs(plan: CheckPlan, reports: dict[str, SideReport], tolerances: Tolerances, confidence: float,
-           progress: Callable[[str], None], pair: Callable[[int], list[str]]) -> None:
-    design = plan.design
-    for k in range(1, design.max_pairs + 1):
-        lines = pair(k)
-        progress(f"pair {k} (at most {design.max_pairs}): " + "; ".join(lines))
-        open_figures, failing = still_open(reports[plan.baseline.name], reports[plan.candidate.name], tolerances,
-                                           design, confidence)
-        if failing:
-            progress(f"stopping after {k} pairs: {failing[0]}")
-            break
-        if k < design.min_pairs:
-            continue
-        if not open_figures:
-            progress(f"every gated figure decided after {k} pairs")
-            break
-        if k < design.max_pairs:
-            progress(f"still open after {k} pairs: {', '.join(open_figures)}")
-
-
 def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
               progress: Callable[[str], None] = lambda m: print(f"[release-check] {m}", file=sys.stderr,
                                                                 flush=True)) -> Verdict:
@@ -452,6 +184,7 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
     reports = {s.name: SideReport(s.name, backend=s.backend) for s in (plan.baseline, plan.candidate)}
     timeout = 3600.0
     plan, servers, starts = start_servers(plan, progress) if plan.served else (plan, {}, {})
+    focus = focus_on(servers)
     try:
         for side in (plan.baseline, plan.candidate):
             report = reports[side.name]
@@ -478,15 +211,9 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         if blocked:
             progress(f"the verdict is FAIL ({blocked[0]}): perf rounds skipped")
         else:
-            from harness.release.served import focus
-
-            perf_rounds(plan, reports, tolerances, confidence, timeout, progress,
-                        lambda name: focus(servers, name))
+            perf_rounds(plan, reports, tolerances, confidence, timeout, progress, focus)
     finally:
-        if servers:
-            from harness.release.served import focus
-
-            focus(servers, None)  # a paused server would not hear its SIGTERM
+        focus(None)  # a paused server would not hear its SIGTERM
         for server in servers.values():
             progress(f"stopping vLLM (pid {server.proc.pid}); its log: {server.log_path}")
             server.stop()

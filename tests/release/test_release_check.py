@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.release.plant import plant_one_crash, plant_tkg_slowdown
-from harness.release.run import child_env
+from harness.release.children import child_env
 from tests.helpers import REPO, run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.neuron, pytest.mark.slow]

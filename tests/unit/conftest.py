@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from harness.release.run import child_env  # noqa: F401 (imported from here by tests)
+from harness.release.children import child_env  # noqa: F401 (imported from here by tests)
 from tests.helpers import REPO, run_pytest  # noqa: F401 (defined once in tests/helpers.py)
 
 

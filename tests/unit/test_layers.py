@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.release.run import child_env
+from harness.release.children import child_env
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.unit

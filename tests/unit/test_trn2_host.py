@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.release.run import child_env
+from harness.release.children import child_env
 from tests.unit.conftest import REPO, run_pytest
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]

@@ -10,17 +10,8 @@ import pytest
 
 from harness.analysis.compare import Tolerances
 from harness.analysis.results import BenchResult, CaseOutcome, parse_junit
-from harness.analysis.verdict import (
-    FLOORS,
-    SideReport,
-    cannot_run,
-    decide,
-    gated_figures,
-    merge,
-    merged_markdown,
-    outcome_changes,
-    still_open,
-)
+from harness.analysis.pairing import FLOORS, SideReport, gated_figures
+from harness.analysis.verdict import cannot_run, decide, merge, merged_markdown, outcome_changes, still_open
 from harness.core.sequential import Design
 from harness.core.stats import paired_ratio_ci, student_t_cdf, student_t_quantile
 

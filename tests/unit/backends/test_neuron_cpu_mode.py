@@ -12,7 +12,7 @@ import pytest
 
 from harness.backends.neuron.sources import NeuronImportError, source_roots
 from harness.backends.neuron.stubs import NEURON_ONLY_PACKAGES
-from harness.release.run import child_env
+from harness.release.children import child_env
 from harness.session.config import make_config
 from harness.session.engines import engines_to_unload
 from tests.helpers import REPO, plugin_options, run_pytest

@@ -15,7 +15,7 @@ from pytest_benchmark.logger import Logger
 from pytest_benchmark.utils import safe_dumps
 
 from harness.plugin.xdist import BenchmarkLedger, import_results
-from harness.release.run import child_env
+from harness.release.children import child_env
 from tests.helpers import run_cli, run_pytest
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.release.plant import ANCHOR, PlantError, plant_one_crash, plant_tkg_slowdown
-from harness.release.run import last_error_line
+from harness.release.children import last_error_line
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""What each side of a release check is asked to run, per stack (``harness.release.run``): its backend's
+"""What each side of a release check is asked to run, per stack (``harness.release.plan``): its backend's
 options, what a perf round times, and on which clock. The commands are checked as argv lists; running
 them is ``tests/release``'s job."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.release.run import CheckPlan, Side, conformance_command, perf_command, reference_command
+from harness.release.plan import CheckPlan, Side, conformance_command, perf_command, reference_command
 
 pytestmark = pytest.mark.unit
 
