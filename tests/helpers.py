@@ -60,7 +60,7 @@ def plugin_options(**overrides: Any) -> dict[str, Any]:
     the cache dir and the NxDI source ignore $CARBON_CACHE_DIR and $CARBON_NXDI_SOURCE."""
     defaults = {"backend": "hf", "models": None, "model_root": None, "shapes": None, "device": "auto", "dtype": "auto",
                 "cache_dir": "~/.cache/carbon-harness", "thresholds": None, "hardware": "cpu", "runs": 5, "warmup": 1,
-                "variants": None, "cores_per_worker": None, "neuron_cpu": False, "nxdi_source": None, "drafts": None,
+                "variants": None, "cores_per_worker": None, "cpu_threads": None, "neuron_cpu": False, "nxdi_source": None, "drafts": None,
                 "speculation_length": 4, "endpoint": None, "served_model": None, "serve": None, "serve_timeout": 600}
     unknown = sorted(set(overrides) - set(defaults))
     if unknown:
