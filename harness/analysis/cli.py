@@ -116,6 +116,18 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
         check_ambiguous(parsed)
     except ThresholdError as exc:
         raise ValueError(f"the derived file would not load: {exc}") from None
+    from harness.core.paths import FIXTURES_DIR, default_threshold_paths
+
+    out_dir = Path(args.out).resolve().parent
+    defaults = {p.resolve() for p in [*default_threshold_paths(Path.cwd()), FIXTURES_DIR / "thresholds"]}
+    beside = [f for f in sorted(out_dir.glob("*.json")) if f.name != Path(args.out).name] if out_dir in defaults else []
+    try:  # a run loads its default thresholds directory whole: the new file must load with the rest of it
+        check_ambiguous([*(t for f in beside for t in parse_thresholds(load_json(f, ThresholdError,
+                                                                                   "thresholds file"), str(f))),
+                         *parsed])
+    except ThresholdError as exc:
+        raise ValueError(f"--out {args.out}: a run that loads its directory would stop on it: {exc}; write it "
+                         f"outside that directory and pass --carbon-thresholds=FILE") from None
     results = gate_run(parsed, run_benchmarks(data, str(args.source)))
     failed = [r.message() for r in results if not r.passed]
     if failed:

@@ -28,17 +28,8 @@ SIGNIFICANT = 6  # digits a bound keeps, rounded away from the figure so the run
 def parse_headroom(value: str) -> float:
     """``10%`` or ``0.10`` -> 0.10. Zero is refused (the next run would fail on noise alone) and so
     is a bare number of 1 or more (``10`` is ambiguous: 10% or 1000%?)."""
-    text = str(value).strip()
-    if not text.endswith("%"):
-        try:
-            bare = float(text)
-        except ValueError:
-            bare = None
-        if bare is not None and bare >= 1:
-            raise ValueError(f"--headroom {value!r} is ambiguous: write a percentage such as {text}% or a fraction "
-                             "such as 0.10")
     try:
-        headroom = parse_percent(text)
+        headroom = parse_percent(value)
     except ValueError as exc:
         raise ValueError(f"--headroom {exc}") from None
     if not headroom > 0:

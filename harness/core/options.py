@@ -71,12 +71,16 @@ def parse_positive_float(value: str) -> float:
 
 
 def parse_percent(value: str) -> float:
-    """``5%`` or ``0.05`` -> 0.05."""
+    """``5%`` or ``0.05`` -> 0.05. A bare number of 1 or more is refused: ``5`` could mean 5% or 500%,
+    and taken as 500% a release gate would pass a 74% slowdown without a word."""
     text = str(value).strip()
     try:
         number = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
     except ValueError:
         raise ValueError(f"{value!r} is not a percentage such as 5% or 0.05") from None
+    if not text.endswith("%") and number >= 1:
+        raise ValueError(f"{value!r} is ambiguous: write a percentage such as {text}% or a fraction such as "
+                         f"{number / 100:g}")
     if not 0 <= number < 10:  # also rejects NaN
         raise ValueError(f"{value!r} is out of range (0% .. 1000%)")
     return number

@@ -142,6 +142,19 @@ def test_parse_percent(text, value):
     assert parse_percent(text) == pytest.approx(value)
 
 
+@pytest.mark.parametrize("text", ["5", "1", "50"])
+def test_a_bare_number_of_one_or_more_is_ambiguous_not_hundreds_of_percent(text):
+    """compare --max-regression 5 read as 500% passed a 74% slowdown (a newcomer meant 5%)."""
+    with pytest.raises(ValueError, match=f"{text!r} is ambiguous: write a percentage such as {text}%"):
+        parse_percent(text)
+
+
+def test_compare_refuses_an_ambiguous_max_regression(gated_run):
+    _, _, path = gated_run
+    r = cli("compare", str(path), str(path), "--max-regression", "5")
+    assert r.returncode == 2 and "'5' is ambiguous" in r.stderr, r.stderr
+
+
 def test_parse_percent_rejects_junk():
     with pytest.raises(ValueError, match="'five' is not a percentage"):
         parse_percent("five")

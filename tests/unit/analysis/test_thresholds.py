@@ -23,7 +23,8 @@ from harness.analysis.gates import (
 from harness.analysis.thresholds import derive, gate_run, parse_headroom
 from harness.core.metrics import METRICS
 from harness.core.paths import FIXTURES_DIR
-from tests.helpers import run_cli as cli
+from harness.release.children import child_env
+from tests.helpers import REPO, run_cli as cli
 
 pytestmark = pytest.mark.unit
 
@@ -130,6 +131,23 @@ def test_thresholds_from_a_real_smoke_run_gate_it_and_fail_a_slower_copy(gated_r
     assert len(failed) == len({t.metric for t in thresholds})  # every figure 50% worse crosses a 10% headroom
     barely = gate_run(thresholds, _planted_slower(data, 1.05)["benchmarks"])
     assert all(g.passed for g in barely)  # 5% worse is within the 10% headroom
+
+
+def test_a_file_written_into_the_default_thresholds_directory_must_load_with_the_rest(gated_run, tmp_path):
+    """The README's --out fixtures/thresholds/mine.json from a CPU run collided with the shipped cpu.json:
+    the file loaded alone, and the next default run stopped at start on the ambiguity."""
+    _, _, run_json = gated_run
+    shipped = tmp_path / "fixtures" / "thresholds"
+    shipped.mkdir(parents=True)
+    (shipped / "cpu.json").write_text((FIXTURES_DIR / "thresholds" / "cpu.json").read_text())
+    into = shipped / "mine.json"
+    env = child_env({"PYTHONPATH": str(REPO)})  # run from elsewhere: this checkout's harness, not an installed one
+    r = cli("thresholds", "--from", str(run_json), "--out", str(into), "--headroom", "50%", cwd=tmp_path, env=env)
+    assert r.returncode == 2 and f"--out {into}: a run that loads its directory would stop on it" in r.stderr, r.stderr
+    assert "pass --carbon-thresholds=FILE" in r.stderr and not into.exists()
+    beside = tmp_path / "mine.json"
+    r = cli("thresholds", "--from", str(run_json), "--out", str(beside), "--headroom", "50%", cwd=tmp_path, env=env)
+    assert r.returncode == 0 and load_thresholds([beside]), r.stderr
 
 
 def test_the_thresholds_command_refuses_to_overwrite_and_bad_headroom(gated_run, tmp_path):
