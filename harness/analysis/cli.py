@@ -99,7 +99,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_thresholds(args: argparse.Namespace) -> int:
     """A thresholds file from a run, checked before it is written: the loader accepts it and the run
     it came from passes it."""
-    from harness.analysis.gates import ThresholdError, check_ambiguous, parse_thresholds
+    from harness.analysis.gates import ThresholdError, check_ambiguous, load_thresholds, parse_thresholds
     from harness.analysis.compare import load_hardware_tolerances
     from harness.analysis.thresholds import derivation_warnings, gate_run, render, run_benchmarks, thresholds_document
     from harness.core.storage import atomic_write_text, load_json
@@ -122,9 +122,7 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
     defaults = {p.resolve() for p in [*default_threshold_paths(Path.cwd()), FIXTURES_DIR / "thresholds"]}
     beside = [f for f in sorted(out_dir.glob("*.json")) if f.name != Path(args.out).name] if out_dir in defaults else []
     try:  # a run loads its default thresholds directory whole: the new file must load with the rest of it
-        check_ambiguous([*(t for f in beside for t in parse_thresholds(load_json(f, ThresholdError,
-                                                                                   "thresholds file"), str(f))),
-                         *parsed])
+        check_ambiguous([*(load_thresholds(beside) if beside else []), *parsed])
     except ThresholdError as exc:
         raise ValueError(f"--out {args.out}: a run that loads its directory would stop on it: {exc}; write it "
                          f"outside that directory and pass --carbon-thresholds=FILE") from None
