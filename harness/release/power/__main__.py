@@ -1,0 +1,129 @@
+"""``python -m harness.release.power``: stream (real rounds), analyse (noise, the simulated families, the
+README's table and fixtures/release/noise.json). See ``harness.release.power``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.core.options import parse_positive_int
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "release"
+
+
+def parse_fraction(value: str) -> float:
+    try:
+        out = float(value)
+    except ValueError:
+        out = float("nan")
+    if not 0 < out < 10:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a positive fraction of a step (0.30 for 30%)")
+    return out
+
+
+def stream_command(args: argparse.Namespace) -> int:
+    from harness.release.power.streams import cpu_arms, served_arms, stream
+
+    out = args.out.resolve()
+    record = (args.record or out / "stream.json").resolve()
+    models, shapes = args.model or ["carbon-tiny"], args.shape or ["smoke"]
+    servers: dict = {}
+    try:
+        if args.served_python:
+            arms, plant = served_arms(args.served_python, out, args.runs, models, shapes, args.plant, servers,
+                                      lambda m: print(f"[power] {m}", file=sys.stderr, flush=True))
+            what = {"stack": "served", "python": args.served_python}
+        else:
+            arms, plant = cpu_arms(args.nxdi_source, out, args.runs, models, shapes, args.plant)
+            what = {"stack": "neuron-cpu", "python": sys.executable, "source": str(args.nxdi_source.resolve())}
+        stream(arms, record, args.triples, plant, args.busy, args.minutes, what)
+    finally:
+        from harness.release.served import focus
+
+        focus(servers, None)  # a paused server would not hear its SIGTERM
+        for server in servers.values():
+            server.stop()
+    return 0
+
+
+BEGIN, END = "<!-- power-table: python -m harness.release.power analyse -->", "<!-- /power-table -->"
+
+
+def analyse_command(args: argparse.Namespace) -> int:
+    from harness.core.sequential import Design
+    from harness.core.storage import atomic_write_json, atomic_write_text
+    from harness.release.power import report
+    from harness.release.power.noise import measure, read_stream
+
+    streams = [read_stream(p) for p in args.records]
+    measured = [(s, measure(s)) for s in streams]
+    settings = report.settings(measured)
+    cells = report.run_cells(settings, args.sims, progress=lambda m: print(f"[power] {m}", file=sys.stderr, flush=True))
+    aims = report.aims(cells, settings)
+    names = report.family_names()
+    command = "python -m harness.release.power " + " ".join(sys.argv[1:] if argv_of(args) is None else argv_of(args))
+    table = report.summary(cells, settings) + ["", f"What the default design ({Design().describe()}) does at the "
+                                                   "measured noise (normal model; the aims' unit test holds it to "
+                                                   "these):", ""] + [report.aim_line(a, names) for a in aims]
+    lines = [f"Measured {report.today()} on this machine; `{command}`", "", *table, ""]
+    for stream, noise in measured:
+        lines += report.noise_lines(noise)
+        if noise["stack"] == "neuron-cpu":
+            real = report.walk(stream, next(s.what for s in settings if s.stream is stream))
+            lines += [f"The default design on disjoint stretches of the stream's own pairs (CPU check): A/A "
+                      f"{real['A/A']}; planted {real['planted']}.", ""]
+    lines += ["Every cell:", "", *report.detail(cells), ""]
+    atomic_write_text(args.out, "\n".join(lines))
+    if args.fixture is not None:
+        atomic_write_json(args.fixture, {"schema": 2, "measured": report.today(), "command": command,
+                                         "design": Design().describe(), "streams": {n["label"]: n for _, n in measured},
+                                         "aims": aims, "cells": cells})
+    if args.readme is not None:
+        text = args.readme.read_text()
+        if text.count(BEGIN) != 1 or text.count(END) != 1:
+            raise SystemExit(f"{args.readme}: no single {BEGIN} ... {END} section to replace")
+        head, rest = text.split(BEGIN)
+        atomic_write_text(args.readme, head + BEGIN + "\n" + f"Measured {report.today()}; `{command}`\n\n"
+                          + "\n".join(table) + "\n" + END + rest.split(END, 1)[1])
+    print("\n".join(lines))
+    return 0
+
+
+def argv_of(args: argparse.Namespace) -> list[str] | None:
+    return getattr(args, "argv", None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.release.power",
+                                     description="gate power from the noise of every gated figure")
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("stream", help="interleaved triples of fresh perf rounds: A, A again, and a planted slowdown")
+    where = s.add_mutually_exclusive_group(required=True)
+    where.add_argument("--nxdi-source", type=Path, help="NxDI's CPU mode: the NxDI tree to measure (../shared/vendor)")
+    where.add_argument("--served-python", metavar="PY", help="a served side: the interpreter with vLLM")
+    s.add_argument("--out", type=Path, required=True, help="the rounds' logs and benchmark JSON")
+    s.add_argument("--record", type=Path, help="the stream's record (default OUT/stream.json), rewritten per triple")
+    s.add_argument("--triples", type=parse_positive_int, default=40, help="at most this many triples (default 40)")
+    s.add_argument("--minutes", type=float, default=45.0, help="start no triple that would end past this (default 45)")
+    s.add_argument("--plant", type=parse_fraction, default=0.30,
+                   help="planted slowdown, a fraction of a decode step (default 0.30)")
+    s.add_argument("--runs", type=parse_positive_int, default=5, help="timed runs per round, as the check's (5)")
+    s.add_argument("--model", action="append", help="as the check's --model (default carbon-tiny)")
+    s.add_argument("--shape", action="append", help="as the check's --shape (default smoke)")
+    s.add_argument("--busy", action="store_true", help="keep one core busy with another process throughout")
+    a = sub.add_parser("analyse", help="noise of every figure, the families simulated, the table and the fixture")
+    a.add_argument("records", type=Path, nargs="+", help="stream records (fixtures/release/stream-*.json)")
+    a.add_argument("--out", type=Path, required=True, help="the markdown report")
+    a.add_argument("--sims", type=parse_positive_int, default=2000, help="simulated checks per cell (default 2000)")
+    a.add_argument("--fixture", type=Path, help="write the measured noise and the aims here (fixtures/release/noise.json)")
+    a.add_argument("--readme", type=Path, help="replace the README's power table (between its power-table markers)")
+    args = parser.parse_args(argv)
+    args.argv = argv
+    if args.command == "stream":
+        return stream_command(args)
+    return analyse_command(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

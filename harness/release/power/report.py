@@ -1,0 +1,222 @@
+"""The power table: every family at every stream's noise, each noise model, A/A and planted changes, run
+by the rule (``harness.release.power.simulation``); the aims the README states and its unit test holds the
+rule to (derived here with their margins, written to ``fixtures/release/noise.json``); the markdown.
+
+Families (a family is what one verdict gates, over its legs):
+
+- ``cpu``: the figures a CPU-mode check gates on the default model and shape, as the stream measured them
+  (their medians and floors included);
+- ``trn2``: the Trn2 workflow (ci/trn2.yml): 3 legs (carbon-500m, -3b, -8b), each a check of 2 shapes
+  (smoke, report-bs1) x the figures a shape gates, at ``alpha / 3``; each shape's figures drawn as the CPU
+  stream measured them (medians and floors included: no device is measured here), independently of the
+  other shape's and leg's;
+- ``served``: a served side's gated figures.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.core.sequential import Design
+from harness.release.power.noise import Stream, family_of, key_of, multinormal, rounds
+from harness.release.power.simulation import Family, Noise, simulate
+
+SHIFTS = (0.10, 0.15, 0.30)
+TARGET = {"neuron-cpu": "tkg_ms_p50", "served": "median_e2el_ms"}
+# the aims' simulated checks per unit test (tests/unit/release/test_power_aims.py): each under ~20 s
+TEST_SIMS = {"cpu": 1500, "trn2": 300, "served": 3000}
+Z_TABLE, Z_TEST = 2.576, 3.09  # the table's estimate (99%) and one test's draw (1 in 1000) on either side of it
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One family at one stream's noise."""
+
+    family: str  # cpu, trn2, served
+    load: str  # quiet, loaded
+    what: Family
+    target: str  # the key of the figure a one-figure change is planted on
+    metric: str  # its metric
+    noise: Mapping[str, Any]  # the stream's measured noise (noise.measure)
+    stream: Stream
+
+
+def trn2_family(noise: Mapping[str, Any]) -> Family:
+    """ci/trn2.yml: one leg per model (3), each gating 2 shapes x the figures a shape gates, at alpha / 3."""
+    return family_of(noise, "Trn2 workflow", legs=3, shapes=2)
+
+
+def settings(streams: Sequence[tuple[Stream, Mapping[str, Any]]]) -> list[Setting]:
+    out = []
+    for stream, noise in streams:
+        load, stack = ("loaded" if noise["busy"] else "quiet"), noise["stack"]
+        names = [("cpu", family_of(noise, "CPU check")), ("trn2", trn2_family(noise))] \
+            if stack == "neuron-cpu" else [("served", family_of(noise, "served check"))]
+        for name, family in names:
+            out.append(Setting(name, load, family, key_of(noise, family, TARGET[stack]), TARGET[stack], noise, stream))
+    return out
+
+
+def models(setting: Setting) -> dict[str, Noise]:
+    return {"normal": multinormal(setting.noise), "rounds": rounds(setting.stream),
+            "normal, sigma at its 95% upper bound": multinormal(setting.noise, upper=True)}
+
+
+def changes(setting: Setting, model: str) -> list[tuple[str, float, str]]:
+    """(label, shift, on): A/A, each shift on the target figure and on every figure (the upper-bound model:
+    A/A and 30% on the target only)."""
+    target = setting.metric
+    out = [("A/A", 0.0, "all")]
+    shifts = (0.30,) if model.startswith("normal, sigma") else SHIFTS
+    out += [(f"+{100 * s:g}% {target}", s, setting.target) for s in shifts]
+    if not model.startswith("normal, sigma") and setting.what.size > 1:
+        out += [(f"+{100 * s:g}% all", s, "all") for s in SHIFTS]
+    return out
+
+
+def seed_of(*parts: str) -> int:
+    return zlib.crc32(" | ".join(parts).encode())
+
+
+def run_cells(all_settings: Sequence[Setting], sims: int, design: Design = Design(),
+              progress: Callable[[str], None] = lambda m: None) -> list[dict[str, Any]]:
+    cells = []
+    for st in all_settings:
+        for model, noise in models(st).items():
+            for label, shift, on in changes(st, model):
+                seed = seed_of(st.family, st.load, model, label)
+                rates = simulate(design, noise, st.what, shift, on, sims, seed)
+                cells.append({"family": st.family, "load": st.load, "model": model, "change": label, **rates.to_dict()})
+                progress(f"{st.family} {st.load} {model} {label}: {rates.to_dict()}")
+    return cells
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def summary(cells: Sequence[Mapping[str, Any]], all_settings: Sequence[Setting]) -> list[str]:
+    """The README's table: per family, load and noise model, the A/A verdicts and the changes caught."""
+    head = ["| family (gated figures) | load | noise model | A/A PASS | A/A FAIL | A/A INCONCLUSIVE | pairs A/A | "
+            "caught +10% / +15% / +30% on one | pairs +30% one | caught +10% / +15% / +30% on all |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    index = {(c["family"], c["load"], c["model"], c["change"]): c for c in cells}
+    rows = []
+    for st in all_settings:
+        for model in models(st):
+            mine = [c for k, c in index.items() if k[:3] == (st.family, st.load, model)]
+            aa = next(c for c in mine if c["change"] == "A/A")
+            one = [c for c in mine if c["change"] != "A/A" and not c["change"].endswith(" all")]
+            every = [c for c in mine if c["change"].endswith(" all")]
+            thirty = next(c for c in one if c["change"].startswith("+30%"))
+            caught = " / ".join(pct(c["fail"]) for c in one) if len(one) > 1 else f"- / - / {pct(thirty['fail'])}"
+            rows.append(f"| {st.what.name} ({st.what.size}, {st.what.legs} leg{'s' if st.what.legs > 1 else ''}) | "
+                        f"{st.load} | {model} | {pct(aa['pass'])} | {pct(aa['fail'])} | {pct(aa['inconclusive'])} | "
+                        f"{aa['mean_pairs']:.1f} | {caught} ({one[0]['change'].split(' ', 1)[1]}) | "
+                        f"{thirty['mean_pairs']:.1f} | {' / '.join(pct(c['fail']) for c in every) or '-'} |")
+    return head + rows
+
+
+def detail(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = ["| family | load | noise model | change | PASS | FAIL | INCONCLUSIVE | mean pairs (a leg) | checks | seed |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {c['family']} | {c['load']} | {c['model']} | {c['change']} | {pct(c['pass'])} | {pct(c['fail'])} | "
+              f"{pct(c['inconclusive'])} | {c['mean_pairs']:.2f} | {c['sims']} | {c['seed']} |" for c in cells]
+    return lines
+
+
+def _margin(p: float, table_sims: int, test_sims: int) -> float:
+    p = min(max(p, 1.0 / table_sims), 1 - 1.0 / table_sims)
+    return Z_TABLE * math.sqrt(p * (1 - p) / table_sims) + Z_TEST * math.sqrt(p * (1 - p) / test_sims)
+
+
+def _nice(x: float, up: bool) -> float:
+    step = 0.005 if x < 0.05 else 0.01 if x < 0.90 else 0.005
+    n = math.ceil(x / step - 1e-9) if up else math.floor(x / step + 1e-9)
+    return round(min(max(n * step, 0.0), 1.0), 4)
+
+
+def aims(cells: Sequence[Mapping[str, Any]], all_settings: Sequence[Setting]) -> list[dict[str, Any]]:
+    """What the README states of the default design at the measured noise (the normal model), each a bound
+    a unit test of ``TEST_SIMS`` checks can hold honestly: the design's own aim for A/A FAILs (at most 1
+    in 20), and for the rest the table's rate moved past its 99% interval and a test draw's 1-in-1000 spread."""
+    out = []
+    for st in all_settings:
+        mine = {c["change"]: c for c in cells if (c["family"], c["load"], c["model"]) == (st.family, st.load, "normal")}
+        aa = mine["A/A"]
+        thirty = next(c for k, c in mine.items() if k.startswith("+30%") and not k.endswith(" all"))
+        n, m = TEST_SIMS[st.family], aa["sims"]
+        base = {"family": st.family, "load": st.load, "sims": n}
+        out += [{**base, "change": "A/A", "outcome": "fail", "at_most": Design().alpha},
+                {**base, "change": "A/A", "outcome": "inconclusive",
+                 "at_most": _nice(aa["inconclusive"] + _margin(aa["inconclusive"], m, n), up=True)},
+                {**base, "change": thirty["change"], "outcome": "fail",
+                 "at_least": _nice(thirty["fail"] - _margin(thirty["fail"], m, n), up=False)}]
+    return out
+
+
+FAMILY_NAMES = {"cpu": "CPU check (carbon-tiny smoke)", "trn2": "Trn2 workflow (3 models x 2 shapes)",
+                "served": "served check (carbon-tiny smoke)"}
+
+
+def family_names() -> dict[str, str]:
+    return dict(FAMILY_NAMES)
+
+
+def aim_line(aim: Mapping[str, Any], names: Mapping[str, str]) -> str:
+    bound = f"at most {pct(aim['at_most'])}" if "at_most" in aim else f"at least {pct(aim['at_least'])}"
+    what = "identical code" if aim["change"] == "A/A" else f"a {aim['change']} slowdown"
+    return (f"- {names[aim['family']]}, {aim['load']}: {what} ends {aim['outcome'].upper()} in {bound} of checks "
+            f"({aim['sims']} random checks in tests/unit/release/test_power_aims.py)")
+
+
+def noise_lines(noise: Mapping[str, Any]) -> list[str]:
+    load = noise["load"]
+    lines = [f"*{noise['label']}*: {noise['triples']} triples in {noise['minutes']} min ({noise['started']} .. "
+             f"{noise['finished']}); other processes kept {load['other_cpus_mean']} CPUs busy on average (per triple "
+             f"{load['other_cpus_range'][0]}..{load['other_cpus_range'][1]}), load average {load['loadavg1_mean']} "
+             f"({load['loadavg1_range'][0]}..{load['loadavg1_range'][1]}); planted {noise['plant']['ms']} ms "
+             f"({noise['plant']['what']})", "",
+             "| figure | gated | median | sigma of a pair's log ratio [95%] | A/A mean | planted change | lag 1 | "
+             "beyond 2 sigma | max abs z |", "|---|---|---|---|---|---|---|---|---|"]
+    for f in noise["figures"]:
+        lines.append(f"| {f['key'].split('::')[-1]} | {'yes' if f['gated'] else 'reported'} | {f['median']:.4g} | "
+                     f"{pct(f['sigma'])} [{pct(f['sigma_95'][0])}, {pct(f['sigma_95'][1])}] | {100 * f['mean_aa']:+.1f}% | "
+                     f"{100 * f['planted_change']:+.1f}% | {f['lag1']:+.2f} | {pct(f['beyond_2sigma'])} | "
+                     f"{f['max_abs_z']:.1f} |")
+    names = [f["metric"] for f in noise["figures"]]
+    corr, (lo, hi) = noise["correlation"], noise["correlation_95"]
+    lines += ["", "Correlation of the A/A log ratios [95% bootstrap]:", "",
+              "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for i, name in enumerate(names):
+        lines.append(f"| {name} | " + " | ".join("1" if i == j else f"{corr[i][j]:+.2f} [{lo[i][j]:+.2f}, {hi[i][j]:+.2f}]"
+                                               for j in range(len(names))) + " |")
+    return lines + [""]
+
+
+def today() -> str:
+    return dt.date.today().isoformat()
+
+
+def walk(stream: Stream, family: Family, design: Design = Design()) -> dict[str, list[str]]:
+    """Independent real checks: the design on consecutive, disjoint stretches of the stream's own A/A pairs
+    and of its planted pairs (each check starts where the last stopped; a stretch the stream's end cuts
+    short is not a check)."""
+    from harness.release.power.simulation import leg_check
+
+    keep = [i for i, g in enumerate(stream.gated) if g]
+    out: dict[str, list[str]] = {}
+    for name, new in (("A/A", stream.a2), ("planted", stream.b)):
+        done, start = [], 0
+        while start + design.min_pairs <= stream.triples:
+            base, cand = stream.a[start:start + design.max_pairs, keep], new[start:start + design.max_pairs, keep]
+            verdict, n = leg_check(family.figures, design, base, cand)
+            done.append(f"{verdict} at {n}" if verdict != "open" else f"open at {n} (the stream ended)")
+            start += n
+        out[name] = done
+    return out
