@@ -54,16 +54,18 @@ class Stream:
 
     @property
     def label(self) -> str:
-        return f"{'served' if self.record['stack'] == 'served' else 'cpu'}-{'loaded' if self.record['busy'] else 'quiet'}"
+        """The record's name less ``stream-``: ``cpu-quiet``, ``served-loaded``."""
+        return self.name.removeprefix("stream-")
 
 
 def read_stream(path: Path) -> Stream:
-    """A stream's figures (in the record's order) over the triples where every arm has all of them."""
+    """A stream's figures (in the record's order) over the triples where every arm has all of them (a
+    positive value: a ratio needs one)."""
     record = load_json(path, ValueError, "power stream record")
     if record.get("schema") != 2 or not isinstance(record.get("figures"), dict):
         raise ValueError(f"{path}: not a power stream record of schema 2 (python -m harness.release.power stream)")
     figs = record["figures"]
-    rows = [t for t in record["triples"] if all(v is not None for arm in ("A", "A2", "B") for v in t[arm])]
+    rows = [t for t in record["triples"] if all(v is not None and v > 0 for arm in ("A", "A2", "B") for v in t[arm])]
     if len(rows) < 4:
         raise ValueError(f"{path}: {len(rows)} complete triples; the noise of a pair needs at least 4")
     arrays = [np.asarray([t[arm] for t in rows], dtype=float) for arm in ("A", "A2", "B")]

@@ -54,7 +54,7 @@ def trn2_family(noise: Mapping[str, Any]) -> Family:
 def settings(streams: Sequence[tuple[Stream, Mapping[str, Any]]]) -> list[Setting]:
     out = []
     for stream, noise in streams:
-        load, stack = ("loaded" if noise["busy"] else "quiet"), noise["stack"]
+        load, stack = noise["label"].split("-", 1)[-1], noise["stack"]
         names = [("cpu", family_of(noise, "CPU check")), ("trn2", trn2_family(noise))] \
             if stack == "neuron-cpu" else [("served", family_of(noise, "served check"))]
         for name, family in names:
@@ -115,8 +115,10 @@ def summary(cells: Sequence[Mapping[str, Any]], all_settings: Sequence[Setting])
             every = [c for c in mine if c["change"].endswith(" all")]
             thirty = next(c for c in one if c["change"].startswith("+30%"))
             caught = " / ".join(pct(c["fail"]) for c in one) if len(one) > 1 else f"- / - / {pct(thirty['fail'])}"
-            rows.append(f"| {st.what.name} ({st.what.size}, {st.what.legs} leg{'s' if st.what.legs > 1 else ''}) | "
-                        f"{st.load} | {model} | {pct(aa['pass'])} | {pct(aa['fail'])} | {pct(aa['inconclusive'])} | "
+            load = (f"{st.load}: {'one core kept busy' if st.noise['busy'] else 'none made'}, others "
+                    f"{st.noise['load']['other_cpus_mean']:.1f} CPUs")
+            rows.append(f"| {st.what.name} ({st.what.size} figures, {st.what.legs} leg{'s' if st.what.legs > 1 else ''}) | "
+                        f"{load} | {model} | {pct(aa['pass'])} | {pct(aa['fail'])} | {pct(aa['inconclusive'])} | "
                         f"{aa['mean_pairs']:.1f} | {caught} ({one[0]['change'].split(' ', 1)[1]}) | "
                         f"{thirty['mean_pairs']:.1f} | {' / '.join(pct(c['fail']) for c in every) or '-'} |")
     return head + rows
@@ -131,8 +133,11 @@ def detail(cells: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _margin(p: float, table_sims: int, test_sims: int) -> float:
+    """How far a bound sits from the table's rate ``p``: its estimate's 99% half-width, and a test draw's
+    1-in-1000 spread (at least 4 checks' worth: at a rate near 0 or 1 a count is not normal)."""
     p = min(max(p, 1.0 / table_sims), 1 - 1.0 / table_sims)
-    return Z_TABLE * math.sqrt(p * (1 - p) / table_sims) + Z_TEST * math.sqrt(p * (1 - p) / test_sims)
+    return (Z_TABLE * math.sqrt(p * (1 - p) / table_sims)
+            + max(Z_TEST * math.sqrt(p * (1 - p) / test_sims), 4.0 / test_sims))
 
 
 def _nice(x: float, up: bool) -> float:
@@ -152,7 +157,9 @@ def aims(cells: Sequence[Mapping[str, Any]], all_settings: Sequence[Setting]) ->
         thirty = next(c for k, c in mine.items() if k.startswith("+30%") and not k.endswith(" all"))
         n, m = TEST_SIMS[st.family], aa["sims"]
         base = {"family": st.family, "load": st.load, "sims": n}
-        out += [{**base, "change": "A/A", "outcome": "fail", "at_most": Design().alpha},
+        alpha = Design().alpha  # the design's own budget, unless the measured rate leaves no room under it
+        out += [{**base, "change": "A/A", "outcome": "fail",
+                 "at_most": max(alpha, _nice(aa["fail"] + _margin(aa["fail"], m, n), up=True))},
                 {**base, "change": "A/A", "outcome": "inconclusive",
                  "at_most": _nice(aa["inconclusive"] + _margin(aa["inconclusive"], m, n), up=True)},
                 {**base, "change": thirty["change"], "outcome": "fail",
