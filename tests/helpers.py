@@ -61,7 +61,8 @@ def plugin_options(**overrides: Any) -> dict[str, Any]:
     defaults = {"backend": "hf", "models": None, "model_root": None, "shapes": None, "device": "auto", "dtype": "auto",
                 "cache_dir": "~/.cache/carbon-harness", "thresholds": None, "hardware": "cpu", "runs": 5, "warmup": 1,
                 "variants": None, "cores_per_worker": None, "cpu_threads": None, "neuron_cpu": False, "nxdi_source": None, "drafts": None,
-                "speculation_length": 4, "endpoint": None, "served_model": None, "serve": None, "serve_timeout": 600}
+                "speculation_length": 4, "endpoint": None, "served_model": None, "serve": None, "serve_timeout": 600,
+                "hf_compile": False}
     unknown = sorted(set(overrides) - set(defaults))
     if unknown:
         raise KeyError(f"not a plugin option: {', '.join(unknown)} (known: {', '.join(defaults)})")
@@ -73,6 +74,16 @@ def lossless_prompts() -> list[str]:
     differently, which is where a speculative loop that mixes up rows or positions shows."""
     dna = [c.prompt for c in batch_suite(60, 2)]
     return [dna[0], "<dna>ACGTAC", "Carbon <dna>" + "CAG" * 30, dna[1][:40]]
+
+
+def near_tie(dtype: str) -> float:
+    """The output contract's near-tie bound for a dtype, in nats: twice its ``max_abs`` in
+    fixtures/contract/tolerances.json (``harness.analysis.contract``'s rule); 0 (no divergence allowed)
+    for a dtype the file does not list."""
+    from harness.analysis.contract import load_tolerances
+
+    max_abs = load_tolerances().get(dtype)
+    return 2 * max_abs if max_abs is not None else 0.0
 
 
 @contextmanager

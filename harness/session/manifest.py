@@ -48,6 +48,7 @@ def run_manifest(session: Session) -> dict[str, Any]:
         "backend": cfg.backend,
         "device": cfg.device,
         "dtype": cfg.dtype,
+        "hf_compile": cfg.hf_compile,
         "models": [{"label": m.label, "path": str(m.path) if m.path else None, "real": m.real} for m in cfg.models],
         "shapes": [s.name for s in cfg.shapes],
         "hardware": session.hardware.to_dict(),
