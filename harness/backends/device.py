@@ -63,8 +63,9 @@ class DeviceClock(abc.ABC):
         """A span to enter around one call."""
 
     @abc.abstractmethod
-    def busy_ms(self, call: Callable[[], Any]) -> float:
-        """The device's busy time (kernels running) during one call of ``call``, waited on."""
+    def busy_ms(self, call: Callable[[], Any]) -> float | None:
+        """The device's busy time (kernels running) during one call of ``call``, waited on; None where
+        nothing could be recorded (a profiler without device activity)."""
 
 
 def union_ms(intervals: Iterable[tuple[float, float]]) -> float:
@@ -118,9 +119,10 @@ class CudaClock(DeviceClock):
     def span(self) -> CudaSpan:
         return CudaSpan(self.device)
 
-    def busy_ms(self, call: Callable[[], Any]) -> float:
+    def busy_ms(self, call: Callable[[], Any]) -> float | None:
         """Kernels, copies and sets on the device during ``call`` (CUPTI through the torch profiler),
-        as the union of their intervals."""
+        as the union of their intervals; None when the profiler recorded no device activity (no CUPTI):
+        a busy time of 0 would read as a wholly host-bound call."""
         from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
 
@@ -130,7 +132,7 @@ class CudaClock(DeviceClock):
             self.synchronize()
         spans = [(e.time_range.start, e.time_range.end) for e in prof.events()
                  if e.device_type == DeviceType.CUDA]
-        return union_ms(spans) / 1000.0  # the profiler's times are in microseconds
+        return union_ms(spans) / 1000.0 if spans else None  # the profiler's times are in microseconds
 
 
 def device_clock_for(device: torch.device) -> DeviceClock | None:

@@ -59,3 +59,10 @@ EXTRA_SHAPE_LABELS = (
     "serving-speculative-ends", *(f"serving-speculative-{draft}" for draft in (*MODELS, "self")),
 )
 DECODINGS = ("fns",)  # test_suites gates "<shape>-<decoding>" for non-direct decoding
+# An engine compiled by --carbon-hf-compile gates under "<label>-compiled": its figures are another
+# engine's than the eager one's, and one bound for both would be wrong for one of them.
+COMPILED = "compiled"
+
+
+def compiled_label(shape: str) -> str:
+    return f"{shape}-{COMPILED}"

@@ -86,4 +86,6 @@ def timed_pedantic(benchmark: Any, engine: Engine, target: Callable[..., Any], *
     if busy:
         prepared()
         timing.busy_ms = clock.busy_ms(lambda: target(*args))
+        if timing.busy_ms is None:
+            benchmark.extra_info["device_busy"] = "not measured: the profiler recorded no device activity"
     return result, timing
