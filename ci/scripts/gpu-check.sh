@@ -8,7 +8,8 @@
 #      GPU (carbon-tiny at report-bs1, 4 xdist workers; tests/compat/test_hf_compile.py compiles there);
 #   3. `pytest -m perf` at report-bs1 on MODELS, eager, in one session (nothing else on the GPU);
 #   4. the same compiled (--carbon-hf-compile), one session per model so that a compile that runs out
-#      the budget loses that model only;
+#      the budget loses that model only (COMPILED_MODELS, the big ones first: carbon-tiny's compiled
+#      engine is also checked against eager in step 2);
 #   5. writes under OUT: the runs' JSON and junit XML, logs/, reports/*.md, thresholds/HW.json (eager)
 #      and thresholds/HW-compiled.json (`carbon-harness thresholds --from`, with provenance; candidates
 #      from one run, not A/A-checked), and summary.md: per model and mode the CTE / TKG / E2E p50, the
@@ -16,7 +17,8 @@
 #      fraction, compile_s. Exit 0 only when every step passed and every ratio held.
 # Usage: gpu-check.sh prepare      here, with network: the wheels the GPU machine lacks, into .gpu-wheels/
 #        gpu-check.sh run OUT      there (carry .gpu-wheels): everything under OUT
-# env: PYTHON (python3), BUDGET_S (420), MODELS ("carbon-tiny carbon-500m carbon-3b"), RUNS (3),
+# env: PYTHON (python3), BUDGET_S (420), MODELS ("carbon-tiny carbon-500m carbon-3b"),
+#      COMPILED_MODELS ("carbon-500m carbon-3b carbon-tiny"), RUNS (3),
 #      HEADROOM (20%), CARBON_CACHE_DIR (~/.cache/carbon-harness); for a rehearsal on a CPU box (the
 #      script's own check: DEVICE=cpu INSTALL=0 MODELS=carbon-tiny COMPAT=tests/compat/test_hf_compile.py
 #      WORKERS=0): DEVICE (cuda), INSTALL (1), COMPAT (the compat tests to run; all), WORKERS (4)
@@ -38,6 +40,7 @@ esac
 start=$(date +%s)
 budget="${BUDGET_S:-420}"
 models="${MODELS:-carbon-tiny carbon-500m carbon-3b}"
+compiled_models="${COMPILED_MODELS:-carbon-500m carbon-3b carbon-tiny}"
 runs="${RUNS:-3}"
 headroom="${HEADROOM:-20%}"
 cache="${CARBON_CACHE_DIR:-$HOME/.cache/carbon-harness}"
@@ -77,7 +80,7 @@ cat "$out/env.txt"
   && \"$PYTHON\" -m pip install -q --no-deps --no-index --no-build-isolation -e ."
 
 pids=()
-for m in $models; do
+for m in $(echo "$models $compiled_models" | tr ' ' '\n' | sort -u); do
   "$PYTHON" -c "import sys; from harness.carbon.checkpoint import cached_checkpoint; print(cached_checkpoint(sys.argv[1], sys.argv[2]))" \
     "$m" "$cache" > "$out/logs/checkpoint-$m.log" 2>&1 &
   pids+=($!)
@@ -85,7 +88,7 @@ done
 
 common=(--carbon-device "${DEVICE:-cuda}" --carbon-shape report-bs1 "--carbon-cache-dir=$cache" -p no:cacheprovider -q -rfEs)
 read -r -a compat <<< "${COMPAT:-}"
-step compat 150 "$PYTHON" -m pytest -m compat -n "${WORKERS:-4}" "${common[@]}" "--junitxml=$out/compat.xml" \
+step compat 120 "$PYTHON" -m pytest -m compat -n "${WORKERS:-4}" "${common[@]}" "--junitxml=$out/compat.xml" \
   ${compat[@]+"${compat[@]}"}
 
 for i in "${!pids[@]}"; do
@@ -95,9 +98,9 @@ done
 perf=(-m perf tests/perf "${common[@]}" --carbon-runs "$runs" --carbon-warmup 1)
 eager_models=()
 for m in $models; do eager_models+=(--carbon-model "$m"); done
-step perf-eager 200 "$PYTHON" -m pytest "${perf[@]}" "${eager_models[@]}" "--benchmark-json=$out/perf-eager.json" \
+step perf-eager 180 "$PYTHON" -m pytest "${perf[@]}" "${eager_models[@]}" "--benchmark-json=$out/perf-eager.json" \
   "--junitxml=$out/perf-eager.xml"
-for m in $models; do
+for m in $compiled_models; do
   step "perf-compiled-$m" 200 "$PYTHON" -m pytest "${perf[@]}" --carbon-hf-compile --carbon-model "$m" \
     "--benchmark-json=$out/perf-compiled-$m.json" "--junitxml=$out/perf-compiled-$m.xml"
 done
