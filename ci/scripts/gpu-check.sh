@@ -95,13 +95,13 @@ for i in "${!pids[@]}"; do
   wait "${pids[$i]}" || { echo "checkpoint build $i failed: see logs/checkpoint-*.log" | tee -a "$out/steps.txt"; status=1; }
 done
 
-perf=(-m perf tests/perf "${common[@]}" --carbon-runs "$runs" --carbon-warmup 1)
+perf=(-m perf "${common[@]}" --carbon-runs "$runs" --carbon-warmup 1)
 eager_models=()
 for m in $models; do eager_models+=(--carbon-model "$m"); done
-step perf-eager 180 "$PYTHON" -m pytest "${perf[@]}" "${eager_models[@]}" "--benchmark-json=$out/perf-eager.json" \
+step perf-eager 180 "$PYTHON" -m pytest tests/perf "${perf[@]}" "${eager_models[@]}" "--benchmark-json=$out/perf-eager.json" \
   "--junitxml=$out/perf-eager.xml"
 for m in $compiled_models; do
-  step "perf-compiled-$m" 200 "$PYTHON" -m pytest "${perf[@]}" --carbon-hf-compile --carbon-model "$m" \
+  step "perf-compiled-$m" 200 "$PYTHON" -m pytest tests/perf/test_latency.py tests/perf/test_compile.py "${perf[@]}" --carbon-hf-compile --carbon-model "$m" \
     "--benchmark-json=$out/perf-compiled-$m.json" "--junitxml=$out/perf-compiled-$m.xml"
 done
 

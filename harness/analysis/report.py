@@ -251,7 +251,7 @@ def _stack_title(manifest: dict[str, Any] | None) -> str:
     name = hw.get("name") if isinstance(hw, dict) else hw
     stack = ", ".join(f"{k} {v}" for k, v in versions(manifest) if v not in (NOT_INSTALLED, "not recorded")
                       and k != "harness sha")
-    sha = harness_revision(manifest)[:10] if manifest.get("harness_git_sha") or manifest.get("harness_version") else ""
+    sha = str(manifest.get("harness_git_sha") or "")[:10] or str(manifest.get("harness_version") or "")
     return f"\n{name or 'hardware not recorded'}; {stack}" + (f"; harness {sha}" if sha else "")
 
 
