@@ -10,7 +10,8 @@
 #   4. the same compiled (--carbon-hf-compile), one session per model so that a compile that runs out
 #      the budget loses that model only (COMPILED_MODELS, the big ones first: carbon-tiny's compiled
 #      engine is also checked against eager in step 2);
-#   5. writes under OUT: the runs' JSON and junit XML, logs/, reports/*.md, thresholds/HW.json (eager)
+#   5. with what is left: the compat tests that run per model, on carbon-500m and carbon-3b;
+#   6. writes under OUT: the runs' JSON and junit XML, logs/, reports/*.md, thresholds/HW.json (eager)
 #      and thresholds/HW-compiled.json (`carbon-harness thresholds --from`, with provenance; candidates
 #      from one run, not A/A-checked), and summary.md: per model and mode the CTE / TKG / E2E p50, the
 #      e2e per-step time and TKG's ratio to it (must be within 1.2x), the device time, the host-bound
@@ -104,6 +105,14 @@ for m in $compiled_models; do
   step "perf-compiled-$m" 200 "$PYTHON" -m pytest tests/perf/test_latency.py tests/perf/test_compile.py "${perf[@]}" --carbon-hf-compile --carbon-model "$m" \
     "--benchmark-json=$out/perf-compiled-$m.json" "--junitxml=$out/perf-compiled-$m.xml"
 done
+
+# last, with what is left of the budget: the compat tests that run per model, on the big ones
+big=()
+for m in $models; do [ "$m" = carbon-tiny ] || big+=(--carbon-model "$m"); done
+if [ "${#big[@]}" -gt 0 ]; then
+  step compat-big 150 "$PYTHON" -m pytest -m compat -n "${WORKERS:-4}" "${common[@]}" "${big[@]}" -k "500m or 3b or 8b" \
+    "--junitxml=$out/compat-big.xml" ${compat[@]+"${compat[@]}"}
+fi
 
 # the figures: reports, thresholds candidates, the summary (TKG p50 against the e2e per-step time)
 "$PYTHON" - "$out" "$headroom" <<'PY' || status=1
