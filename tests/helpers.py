@@ -76,16 +76,6 @@ def lossless_prompts() -> list[str]:
     return [dna[0], "<dna>ACGTAC", "Carbon <dna>" + "CAG" * 30, dna[1][:40]]
 
 
-def near_tie(dtype: str) -> float:
-    """The output contract's near-tie bound for a dtype, in nats: twice its ``max_abs`` in
-    fixtures/contract/tolerances.json (``harness.analysis.contract``'s rule); 0 (no divergence allowed)
-    for a dtype the file does not list."""
-    from harness.analysis.contract import load_tolerances
-
-    max_abs = load_tolerances().get(dtype)
-    return 2 * max_abs if max_abs is not None else 0.0
-
-
 @contextmanager
 def skip_when_backend_cannot(what: str) -> Iterator[None]:
     """Skip the test when the engine call inside raises the backends' ``BackendCannot`` ("cannot do

@@ -5,11 +5,13 @@ reduction orders vary), and a synthetic model's flat logits make near-ties commo
 pick different tokens where the top two are within rounding of each other, and everything after
 differs. That is not a bug of the engine; a divergence where one token clearly beats the other is.
 
-The rule (the output contract's: ``harness.analysis.contract`` allows a greedy divergence between two
-stacks only where the top-2 margin is within ``2 x max_abs`` of the dtype): where two rounds first
-differ in a row, the engine scores both tokens teacher-forced on their shared prefix (in its own
-dtype, on its own device) and the divergence is allowed only when their log-probabilities are within
-``tie`` nats of each other. After the first divergence a row may differ freely (its prefix did).
+The rule (the output contract's as of this writing: ``harness.analysis.contract`` allows a greedy
+divergence between two stacks only where the top-2 margin is within ``2 x max_abs`` of the dtype): where
+two rounds first differ in a row, the engine scores both tokens teacher-forced on their shared prefix (in
+its own dtype, on its own device) and the divergence is allowed only when their log-probabilities are
+within ``tie`` nats of each other. After the first divergence a row may differ freely (its prefix did).
+The bounds are data, ``fixtures/repeatability/bounds.json`` (``near_tie``), with their provenance; the
+contract is being rebuilt from measured bf16 noise, and its calibrated tie should replace them.
 
 Why not torch's deterministic algorithms: ``torch.use_deterministic_algorithms`` is process-wide, needs
 ``CUBLAS_WORKSPACE_CONFIG`` set before CUDA starts, turns off inductor's autotuning and swaps kernels
@@ -18,12 +20,38 @@ for slower deterministic ones: the perf suite would time kernels no user runs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from harness.backends.base import Batch, Engine
+from harness.core.paths import FIXTURES_DIR
+
+BOUNDS_FILE = FIXTURES_DIR / "repeatability" / "bounds.json"
+
+
+def max_abs(dtype: str, path: Path = BOUNDS_FILE) -> float | None:
+    """How far a teacher-forced log-probability may move between two runs in ``dtype``, in nats (None:
+    the dtype is not listed). A malformed entry is refused naming the file and the dtype."""
+    try:
+        entry = json.loads(Path(path).read_text()).get(dtype)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the repeatability bounds ({exc})") from None
+    if entry is None:
+        return None
+    value = entry.get("max_abs") if isinstance(entry, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{path}: {dtype!r} must be {{\"max_abs\": <positive nats>}}, got {entry!r}")
+    return float(value)
+
+
+def near_tie(dtype: str, path: Path = BOUNDS_FILE) -> float:
+    """The near-tie bound of a dtype, ``2 x max_abs`` nats; 0 (no divergence allowed) where it is not listed."""
+    bound = max_abs(dtype, path)
+    return 2 * bound if bound is not None else 0.0
 
 
 @dataclass(frozen=True)

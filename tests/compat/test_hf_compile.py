@@ -15,8 +15,8 @@ from harness.carbon.dna import shape_prompts
 from harness.core.errors import BackendCannot
 from harness.core.spec import SHAPES, RunShape
 from harness.session.config import make_config
-from harness.workloads.repeatability import repeatability_problems
-from tests.helpers import near_tie, plugin_options
+from harness.workloads.repeatability import max_abs, near_tie, repeatability_problems
+from tests.helpers import plugin_options
 
 pytestmark = pytest.mark.compat
 
@@ -66,16 +66,15 @@ def test_compiled_greedy_tokens_are_the_eager_engines(engines, rows):
 
 @pytest.mark.slow
 def test_teacher_forced_log_probabilities_match_eager(engines, rows):
-    """What the output contract reads, within the contract's bound for the dtype (fp32 here: 0.001 nats)."""
-    from harness.analysis.contract import load_tolerances
-
+    """What the output contract reads, within the dtype's repeatability bound (fp32 here: 0.001 nats;
+    fixtures/repeatability/bounds.json)."""
     engine, eager = engines(SHAPE)
     forced = eager.generate(rows, 6).tokens
     got = torch.log_softmax(engine.continuation_logits(rows, forced).double(), dim=-1)
     want = torch.log_softmax(eager.continuation_logits(rows, forced).double(), dim=-1)
     picked = forced.reshape(-1, 1)
     worst = float((got.gather(1, picked) - want.gather(1, picked)).abs().max())
-    assert worst <= load_tolerances()[eager.info.dtype], worst
+    assert worst <= max_abs(eager.info.dtype), worst
 
 
 @pytest.mark.slow

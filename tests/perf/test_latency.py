@@ -15,8 +15,7 @@ from harness.backends.base import Batch
 from harness.carbon.dna import shape_prompts
 from harness.plugin.recording import engine_context, model_spec, round_ms, timed_results
 from harness.plugin.timing import timed_pedantic
-from harness.workloads.repeatability import repeatability_problems
-from tests.helpers import near_tie
+from harness.workloads.repeatability import near_tie, repeatability_problems
 
 pytestmark = pytest.mark.perf
 

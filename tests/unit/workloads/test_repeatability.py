@@ -11,8 +11,14 @@ from hypothesis import strategies as st
 
 from harness.backends.base import Batch
 from harness.core.spec import SHAPES
-from harness.workloads.repeatability import Divergence, divergence_margin, divergences, repeatability_problems
-from tests.helpers import near_tie
+from harness.workloads.repeatability import (
+    Divergence,
+    divergence_margin,
+    divergences,
+    max_abs,
+    near_tie,
+    repeatability_problems,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -73,10 +79,12 @@ def test_identical_rounds_pass_and_no_tie_allows_nothing(planted):
         Divergence(1, 0, 5, (int(tokens[0, 5]), int(other[0, 5]))).describe() + " (no near-tie allowed at this dtype)"]
 
 
-def test_the_near_tie_is_the_contracts():
-    """Twice the dtype's max_abs of fixtures/contract/tolerances.json; none for a dtype it does not list."""
-    from harness.analysis.contract import load_tolerances
-
-    tolerances = load_tolerances()
-    assert near_tie("bf16") == 2 * tolerances["bf16"] and near_tie("fp32") == 2 * tolerances["fp32"]
-    assert near_tie("fp16") == 0.0
+def test_the_near_tie_is_twice_the_dtypes_bound_and_none_for_an_unlisted_dtype(tmp_path):
+    """fixtures/repeatability/bounds.json: twice max_abs; none for a dtype it does not list; a malformed
+    entry is refused naming the file and the dtype."""
+    assert near_tie("bf16") == 2 * max_abs("bf16") and near_tie("fp32") == 2 * max_abs("fp32")
+    assert max_abs("fp16") is None and near_tie("fp16") == 0.0
+    bad = tmp_path / "bounds.json"
+    bad.write_text('{"bf16": {"max_abs": -1}}')
+    with pytest.raises(ValueError, match=f"{bad}: 'bf16' must be"):
+        near_tie("bf16", bad)
