@@ -42,9 +42,6 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group.addoption("--carbon-dtype", default="auto", help="hf backend: auto (bf16 on GPU, fp32 on CPU), bf16, fp32; openai: the "
                     "server's dtype, for the output contract's tolerance (auto: fp32 for a server --carbon-serve "
                     "starts, else unknown)")
-    group.addoption("--carbon-hf-compile", action="store_true", default=False,
-                    help="hf backend: a static KV cache and a torch.compile'd decode step (CUDA graphs on a GPU), "
-                         "compiled at load (compile_s); the eager engine stays the reference")
     group.addoption("--carbon-cache-dir", metavar="DIR", default=os.environ.get(CACHE_DIR_ENV, "~/.cache/carbon-harness"),
                     help=f"built checkpoints and compiled artifacts, reused across sessions (env: {CACHE_DIR_ENV})")
     group.addoption("--carbon-thresholds", action="append", metavar="FILE",
@@ -72,6 +69,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                     help=f"an NxDI source checkout (or a folder with neuronx-distributed-inference/ and "
                          f"neuronx-distributed/ side by side) for the NxDI CPU tier, instead of the installed "
                          f"package (env: {NXDI_SOURCE_ENV})")
+    group.addoption("--carbon-hf-compile", action="store_true", default=False,
+                    help="hf backend: a static KV cache and a torch.compile'd decode step (CUDA graphs on a GPU), "
+                         "compiled at load (compile_s); the eager engine stays the reference")
     group.addoption("--carbon-draft", action="append", dest="carbon_drafts", metavar="NAME|PATH|self",
                     help="repeatable: a speculative draft for every --carbon-model (same names and paths as "
                          "--carbon-model, or self: the target drafts for itself); default: carbon-tiny-draft and self")
