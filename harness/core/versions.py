@@ -20,10 +20,10 @@ def installed_versions(names: Iterable[str]) -> dict[str, str]:
 
 
 def checkout_commit(root: Path, tracked: str) -> str | None:
-    """The commit of the git checkout whose work tree is ``root``, where that checkout tracks ``tracked``
-    (a path under ``root``); None otherwise. ``git -C root rev-parse HEAD`` alone answers with whatever
-    repository encloses ``root``: a copy of the harness inside another project, or site-packages in a
-    venv that lives in one, would be stamped with that project's commit."""
+    """The commit of the git checkout that tracks ``tracked`` (a path under ``root``); None where none
+    does. ``git -C root rev-parse HEAD`` alone answers with whatever repository encloses ``root``: an
+    untracked copy of the harness inside another project, or site-packages in a venv that lives in one,
+    would be stamped with that project's commit."""
     def git(*args: str) -> str | None:
         try:
             r = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
@@ -31,8 +31,7 @@ def checkout_commit(root: Path, tracked: str) -> str | None:
             return None
         return r.stdout.strip() if r.returncode == 0 else None
 
-    top = git("rev-parse", "--show-toplevel")
-    if not top or Path(top).resolve() != Path(root).resolve() or git("ls-files", "--error-unmatch", tracked) is None:
+    if git("ls-files", "--error-unmatch", tracked) is None:
         return None
     return git("rev-parse", "HEAD") or None
 

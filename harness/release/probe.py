@@ -18,15 +18,15 @@ from harness.backends.neuron.artifacts import NEURON_PACKAGES, nxdi_build, packa
 from harness.backends.neuron.sources import source_roots
 from harness.core.neuron_host import host_record, instance_from_neuron_ls
 from harness.core.paths import REPO_ROOT
-from harness.core.versions import checkout_commit, installed_versions
+from harness.core.versions import installed_versions
 
 
 def _git_commit(path: Path) -> str | None:
-    try:
-        r = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return r.stdout.strip() or None if r.returncode == 0 else None
+    """The commit of the checkout that tracks ``path``; None where it tracks nothing there (a copy of the
+    harness inside another repository is not that repository's commit: ``checkout_commit``)."""
+    from harness.core.versions import checkout_commit
+
+    return checkout_commit(path, ".")
 
 
 def source_tree(package_dir: Path | None, label: str) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def probe(nxdi_source: Path | None, serve_args: list[str] | None = None) -> dict
     """``serve_args``: the vLLM server's arguments, for a served side: its effective engine configuration
     (``harness.serving.engine_args``, asked of this interpreter's vLLM) lands under ``engine_config``."""
     info: dict[str, Any] = {"python": platform.python_version(), "executable": sys.executable,
-                            "harness_root": str(REPO_ROOT), "harness_git_sha": checkout_commit(REPO_ROOT, "harness/__init__.py"),
+                            "harness_root": str(REPO_ROOT), "harness_git_sha": _git_commit(REPO_ROOT),
                             **installed_versions(NEURON_PACKAGES + SERVING_PACKAGES), **host_info(),
                             "pip_freeze": pip_freeze()}
     if serve_args is not None:

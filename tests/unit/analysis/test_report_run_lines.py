@@ -74,7 +74,11 @@ def test_the_harness_revision_is_its_own_checkouts_not_an_enclosing_repositorys(
     git(outer, "-c", "user.email=x@y", "-c", "user.name=x", "add", "README")
     git(outer, "-c", "user.email=x@y", "-c", "user.name=x", "commit", "-q", "-m", "outer")
     assert git(outer / "vendored", "rev-parse", "HEAD")  # what a bare rev-parse would have stamped
-    assert checkout_commit(outer / "vendored", "harness/__init__.py") is None
+    assert checkout_commit(outer / "vendored", "harness/__init__.py") is None  # untracked there
+    git(outer, "-c", "user.email=x@y", "-c", "user.name=x", "add", "vendored")
+    git(outer, "-c", "user.email=x@y", "-c", "user.name=x", "commit", "-q", "-m", "vendor the harness")
+    # committed there, the project's commit does name the harness's files
+    assert checkout_commit(outer / "vendored", "harness/__init__.py") == git(outer, "rev-parse", "HEAD")
     own = tmp_path / "harness-checkout"
     (own / "harness").mkdir(parents=True)
     (own / "harness" / "__init__.py").write_text("")
