@@ -5,7 +5,7 @@ transformers cannot silently be left to one environment."""
 
 from __future__ import annotations
 
-import sys
+import importlib.util
 
 import pytest
 
@@ -14,8 +14,11 @@ from tests.unit.test_install import RecordingSession, nox_sessions
 
 pytestmark = pytest.mark.unit
 
-sys.path.insert(0, str(REPO / "ci"))
-import transformers_map  # noqa: E402  (ci/ is not a package: the measuring script itself)
+# ci/ is not a package: load the measuring script itself, as test_install loads noxfile.py
+_spec = importlib.util.spec_from_file_location("carbon_transformers_map", REPO / "ci" / "transformers_map.py")
+assert _spec and _spec.loader
+transformers_map = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(transformers_map)
 
 LIST = REPO / "ci" / "transformers-tests.txt"
 def test_every_listed_file_exists_and_none_is_listed_twice():
