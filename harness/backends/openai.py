@@ -120,12 +120,6 @@ class OpenAIEngine(Engine):
             out.append(ScoredToken(token, row[token], top))
         return out
 
-    def score(self, prompt: Sequence[int], continuation: Sequence[int], top_k: int, probe_ids: Sequence[int] = (),
-              fns: bool = False) -> tuple[list[ScoredToken], list[list[float]] | None]:
-        """The output contract's rows from the server's prompt logprobs (``scored``): no probe ids and no FNS
-        marginals (a server returns its top-N only)."""
-        return self.scored(prompt, continuation, top_k), None
-
     def kmer_logits(self, batch: Batch) -> torch.Tensor:
         """The 6-mer log-probabilities ``[B, T, 4096]`` at every position of the prompts: the 6-mer logits
         less one constant per position, which the FNS marginals never see, so every score equals the one

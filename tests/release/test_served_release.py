@@ -115,8 +115,8 @@ def test_planted_wrong_weights_fail_naming_the_first_divergent_token(tmp_path, v
     assert r.returncode == 1, r.stdout + r.stderr
     contract = verdict["contract"]["carbon-tiny-smoke"]
     assert contract["divergences"] and contract["identical_prompts"] < contract["prompts"]
-    assert any("the candidate (openai, fp32) breaks the output contract: " in r for r in verdict["reasons"])
-    assert any("log-prob tier" in reason or "sigma ratio" in reason for reason in verdict["reasons"])
+    assert any("first divergent token at generated position" in reason for reason in verdict["reasons"])
+    assert any("differ from the fp32 reference" in reason for reason in verdict["reasons"])
     assert verdict["rounds"] == 0  # the contract failed: no perf round was spent on it
 
 
@@ -154,7 +154,7 @@ def test_the_migration_nxdi_cpu_to_vllm_cpu_maps_figures_and_shows_the_contract(
     assert set(gated(verdict)) == {"median_e2el_ms"}
     assert not any(f["metric"].startswith(("cte_ms_", "tkg_ms_")) for f in verdict["figures"])
     contract = verdict["contract"]["carbon-tiny-smoke"]
-    assert contract["prompts"] == 3 and [s["who"] for s in contract["sides"]] == ["baseline", "candidate"]
+    assert contract["prompts"] == 3 and len(contract["agreement"]) == 3
     cross = {tuple(row[:2]): row[2:] for row in verdict["config_drift"]["cross_stack"]}
     assert cross[("neuron_config.tp_degree", "args.tensor_parallel_size")] == [1, 1]
     md = (tmp_path / "migration" / "verdict.md").read_text()
