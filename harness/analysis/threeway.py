@@ -193,7 +193,8 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
         bound = crit.tier_factor[tier] * floor
         if worst_t > bound:
             first = next((n, p, v) for n, p, v in per_pos if v > bound)
-            out.findings.append(Finding(f"top-{tier} log-prob tier ({a.kind})", first[0], first[1],
+            label = f"top-{tier}" if tier != "all" else "all-vocabulary (top-1000 and probes)"
+            out.findings.append(Finding(f"{label} log-prob tier ({a.kind})", first[0], first[1],
                                         f"|target - fp32| up to {worst_t:.3g} nats > {crit.tier_factor[tier]:g} x the "
                                         f"yardstick's {floor:.3g}; {first[2]:.3g} there"))
         out.tiers[tier] = {"measured": True, "target": worst_t, "yardstick": worst_y, "bound": bound,

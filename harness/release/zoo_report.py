@@ -118,13 +118,6 @@ def calibrate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     bf16_noise = _least([(r["name"], r["candidate"]["margin_noise"]) for r in bf16])
     defects = [(r["name"], s) for r in rows if r.get("candidate") and r["expected_exit"] == 1
                for s in r["candidate"]["spreads"]]
-    ratios = {"sigma_ratio": ceil2(sigma["max"] * HEADROOM_RMS),
-              "tier_factor": {k: ceil2(v["max"] * HEADROOM_MAX) for k, v in tiers.items()},
-              "tie_factor": ceil2(tie["max"] * HEADROOM_MAX), "fns_sigma_ratio": ceil2(fns["max"] * HEADROOM_RMS),
-              "sigma_tokens": 50}
-    floors = {"sigma_floor": ceil2(fp_rms["max"] * HEADROOM_RMS), "abs_floor": ceil2(fp_abs["max"] * HEADROOM_RMS)}
-    tolerances = {"fp32": {**ratios, **floors, "margin_floor": ceil2(fp_margin["max"] * HEADROOM_RMS)},
-                  "bf16": {**ratios, **floors, "margin_floor": ceil2(bf16_noise["min"])}, "server": {"same_as": "bf16"}}
     record = {
         "date": date.today().isoformat(), "command": COMMAND, "rules": __doc__.split("\n\n", 1)[1].strip(),
         "headroom": {"rms": HEADROOM_RMS, "max": HEADROOM_MAX},
@@ -138,7 +131,22 @@ def calibrate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "margins": {r["model"]: margins_of(Path(r["evidence"])) for r in bf16},
         "cases": [{k: r[k] for k in ("name", "exit", "expected_exit", "wall_s")} for r in rows],
     }
-    return {"calibration": record, "tolerances": tolerances}
+    return {"calibration": record, "tolerances": tolerances_from(record)}
+
+
+def tolerances_from(record: dict[str, Any]) -> dict[str, Any]:
+    """The criterion per dtype from a calibration record, by the rules above (``tests/unit`` checks that
+    the shipped tolerances are exactly this of the shipped calibration)."""
+    bf16, fp32 = record["bf16_correct"], record["fp32_correct"]
+    ratios = {"sigma_ratio": ceil2(bf16["sigma_ratio"]["max"] * HEADROOM_RMS),
+              "tier_factor": {k: ceil2(v["max"] * HEADROOM_MAX) for k, v in bf16["tiers"].items()},
+              "tie_factor": ceil2(bf16["margin_change_over_noise"]["max"] * HEADROOM_MAX),
+              "fns_sigma_ratio": ceil2(bf16["fns_sigma_ratio"]["max"] * HEADROOM_RMS), "sigma_tokens": 50}
+    floors = {"sigma_floor": ceil2(fp32["rms"]["max"] * HEADROOM_RMS),
+              "abs_floor": ceil2(fp32["max_abs"]["max"] * HEADROOM_RMS)}
+    return {"fp32": {**ratios, **floors, "margin_floor": ceil2(fp32["margin_change"]["max"] * HEADROOM_RMS)},
+            "bf16": {**ratios, **floors, "margin_floor": ceil2(bf16["least_margin_noise"]["min"])},
+            "server": {"same_as": "bf16"}}
 
 
 def calibrate_command(rows: list[dict[str, Any]], write: bool) -> int:

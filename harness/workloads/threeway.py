@@ -44,10 +44,18 @@ class Computation:
 
         path = "one forward pass, eager attention" if full_pass else "prefill + decode steps"
         self.label = f"transformers {transformers.__version__} {dtype} ({path})"
+        self._seen: dict[tuple[tuple[int, ...], int], torch.Tensor] = {}
 
     @torch.inference_mode()
     def logits(self, tokens: Sequence[int], start: int) -> torch.Tensor:
-        """Logits ``[N, V]`` (float32) predicting ``tokens[start:]``."""
+        """Logits ``[N, V]`` (float32) predicting ``tokens[start:]``; a sequence both sides scored (the
+        reference's, and every one where the sides agree) is computed once."""
+        key = (tuple(tokens), start)
+        if key not in self._seen:
+            self._seen[key] = self._compute(tokens, start)
+        return self._seen[key]
+
+    def _compute(self, tokens: Sequence[int], start: int) -> torch.Tensor:
         if self.full_pass:
             out = self.engine.model(input_ids=torch.tensor([list(tokens)]), use_cache=False).logits[0]
             return out[start - 1:len(tokens) - 1].float()

@@ -254,3 +254,15 @@ def test_the_shipped_tolerances_load_and_name_every_dtype_a_side_may_have():
     loaded = load_tolerances()
     assert {"fp32", "bf16", "server"} <= set(loaded) and loaded["server"] is loaded["bf16"]
     assert all(math.isfinite(c.sigma_ratio) and c.sigma_ratio > 1 for c in loaded.values())
+
+
+def test_every_shipped_bound_is_derived_from_the_calibration_beside_it():
+    """fixtures/contract/tolerances.json is exactly what the calibration rules give from calibration.json
+    (``carbon-harness contract-zoo calibrate``), which names the command that regenerates it."""
+    from harness.release.zoo_report import CALIBRATION_FILE, tolerances_from
+
+    record = json.loads(CALIBRATION_FILE.read_text())
+    shipped = {k: v for k, v in json.loads(TOLERANCES_FILE.read_text()).items() if not k.startswith("_")}
+    assert tolerances_from(record) == shipped
+    assert "contract-zoo calibrate" in record["command"] and record["bf16_correct"]["cases"]
+    assert record["fp32_correct"]["cases"] and set(record["margins"]) == {"carbon-tiny", "carbon-tiny-trained"}
