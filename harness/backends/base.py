@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from harness.backends.device import DeviceClock
 from harness.carbon.fns import kmer_block
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.errors import BackendCannot
@@ -253,6 +254,17 @@ class Engine(abc.ABC):
     def steps_left(self) -> int:
         """Decode steps the compiled shape still has room for (0 before any prefill)."""
         return 0
+
+    def synchronize(self) -> None:
+        """Wait until the work this engine queued on its device is done. A call on an asynchronous
+        device (CUDA) returns once its work is queued: every timed call waits here at its start and
+        end (``harness.plugin.timing``), else a timer reads the launch and the next call pays for it.
+        Engines whose calls finish before returning (CPU, NxDI, a server's responses) need nothing."""
+
+    def device_clock(self) -> DeviceClock | None:
+        """The device's own clock (``harness.backends.device``): CUDA events and kernel time beside the
+        wall time; None where there is none (a CPU: its wall time is its device time)."""
+        return None
 
     def reset(self) -> None:
         """Forget the KV cache (between runs)."""

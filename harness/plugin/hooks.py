@@ -70,6 +70,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                     help=f"an NxDI source checkout (or a folder with neuronx-distributed-inference/ and "
                          f"neuronx-distributed/ side by side) for the NxDI CPU tier, instead of the installed "
                          f"package (env: {NXDI_SOURCE_ENV})")
+    group.addoption("--carbon-hf-compile", action="store_true", default=False,
+                    help="hf backend: a static KV cache and a torch.compile'd decode step (CUDA graphs on a GPU), "
+                         "compiled at load (compile_s); the eager engine stays the reference")
     group.addoption("--carbon-draft", action="append", dest="carbon_drafts", metavar="NAME|PATH|self",
                     help="repeatable: a speculative draft for every --carbon-model (same names and paths as "
                          "--carbon-model, or self: the target drafts for itself); default: carbon-tiny-draft and self")
@@ -141,6 +144,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "speculation_length": config.getoption("carbon_speculation_length"),
         "endpoint": config.getoption("carbon_endpoint"), "served_model": config.getoption("carbon_served_model"),
         "serve": config.getoption("carbon_serve"), "serve_timeout": config.getoption("carbon_serve_timeout"),
+        "hf_compile": config.getoption("carbon_hf_compile"),
     }
     try:
         harness_config = make_config(options, Path(str(config.rootpath)))
@@ -186,7 +190,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     cfg = session.config
     models = ", ".join(f"{m.label} ({m.path or 'synthetic, cache'})" for m in cfg.models)
     lines = [
-        f"carbon-harness: backend={cfg.backend} device={cfg.device} dtype={cfg.dtype} hardware={cfg.hardware_name}",
+        f"carbon-harness: backend={cfg.backend} device={cfg.device} dtype={cfg.dtype} hardware={cfg.hardware_name}"
+        + (" compile=static cache + torch.compile decode" if cfg.hf_compile else ""),
         f"carbon-harness: models={models}",
         f"carbon-harness: shapes={', '.join(s.name for s in cfg.shapes)} runs={cfg.runs} warmup={cfg.warmup} "
         f"thresholds={len(cfg.thresholds)} from {', '.join(cfg.threshold_files) or 'none'} cache={cfg.cache_dir}",

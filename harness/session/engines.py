@@ -133,7 +133,8 @@ class Session:
         dtype = served_dtype(cfg.dtype) if cfg.backend == "openai" and cfg.serve == "vllm" else cfg.dtype
         return make_engine(cfg.backend, path, shape, label, device=cfg.device, dtype=dtype, cache_dir=cfg.cache_dir,
                            variants=cfg.variants, hardware=cfg.hardware_name, neuron_cpu=cfg.neuron_cpu,
-                           nxdi_source=cfg.nxdi_source, endpoint=self._endpoint_for(path, shape))
+                           nxdi_source=cfg.nxdi_source, endpoint=self._endpoint_for(path, shape),
+                           hf_compile=cfg.hf_compile)
 
     def _endpoint_for(self, checkpoint: Path, shape: RunShape) -> Any:
         """The openai backend's server: on a scoring shape the scoring server (``Servers.scoring_endpoint``),

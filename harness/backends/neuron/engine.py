@@ -345,7 +345,7 @@ class NeuronEngine(Engine):
         self.reset()
         self.cte.ms.clear()
         self.tkg.ms.clear()
-        with Timer() as total:
+        with Timer(self.synchronize) as total:
             out = self.adapter.generate(**adapter_generate_kwargs(full, max_new_tokens))
         tokens = generated_tokens(out, full.input_ids.shape[1], batch.size, max_new_tokens)
         return GenerationResult(tokens, self.cte.ms[-1], list(self.tkg.ms), total.ms)
