@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from harness.carbon.fns import KMER_START, KMERS
 from harness.core.errors import BackendError
 from harness.core.measure import Timer
 from harness.core.spec import RunShape
+from harness.core.vocab import PAD_TOKEN_ID
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -215,6 +217,15 @@ class HFEngine(Engine):
                 tkg.append(step.ms)
         self._next = tokens[-1]
         return GenerationResult(torch.stack(tokens, dim=1).cpu(), cte.ms, tkg, total.ms)
+
+    @torch.inference_mode()
+    def generate_until_eos(self, prompt: Sequence[int], max_new_tokens: int, eos_token_id: int) -> list[int]:
+        """Through transformers' own ``generate`` (its stopping criteria, as a team's code would call it),
+        greedy, with ``eos_token_id`` as EOS."""
+        ids = torch.tensor([list(prompt)], device=self.device)
+        out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                  do_sample=False, eos_token_id=eos_token_id, pad_token_id=PAD_TOKEN_ID)
+        return out[0, ids.shape[1]:].tolist()
 
     @torch.inference_mode()
     def continuation_logits(self, batch: Batch, continuation: torch.Tensor) -> torch.Tensor:

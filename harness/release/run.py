@@ -150,10 +150,14 @@ def conformance(plan: CheckPlan, reports: dict[str, SideReport], timeout: float,
         progress(f"{side.name}: conformance exit {rc} in {time.perf_counter() - t0:.0f} s")
 
 
-def judge_contracts(plan: CheckPlan, reports: dict[str, SideReport]) -> dict[str, ContractResult]:
-    """The output contract of every (model, shape) the reference wrote, both sides against it. A side
-    that wrote none: the candidate's is a reason, the baseline's a note (with its test's outcome)."""
+def judge_contracts(plan: CheckPlan, reports: dict[str, SideReport], timeout: float = 3600.0,
+                    progress: Callable[[str], None] = lambda m: None) -> dict[str, ContractResult]:
+    """The output contract of every (model, shape) the reference wrote: the reference and each side's
+    yardstick computed in this interpreter on that side's sequences (``harness.workloads.threeway``), then
+    each side judged three ways. A side that wrote none: the candidate's is a reason, the baseline's a
+    note (with its test's outcome)."""
     from harness.analysis.contract import judge_contract, load_tolerances
+    from harness.workloads.threeway import expected_file
 
     reference = contract_dir(plan, "reference")
     if not plan.conformance or not plan.reference or not reference.is_dir():
@@ -169,18 +173,33 @@ def judge_contracts(plan: CheckPlan, reports: dict[str, SideReport]) -> dict[str
             out[key] = ContractResult(notes=[f"not measured: -m '{plan.conformance_markers}' selects no "
                                              "test_output_contract (the output contract is compat / contract)"])
             continue
-        if missing:
-            result = ContractResult()
-            for who in missing:
-                outcome = next((o for t, o in reports[who].outcomes.items() if "test_output_contract" in t), None)
-                said = f"{outcome.outcome}: {outcome.message.strip()[:200]}" if outcome else \
-                    f"not selected by -m '{plan.conformance_markers}'"
-                line = f"the {who} wrote no output contract for {key} (test_output_contract {said})"
-                (result.reasons if who == "candidate" else result.notes).append(line)
-            out[key] = result
-            continue
-        base, new, ref = (json.loads(f.read_text()) for f in (files["baseline"], files["candidate"], ref_file))
-        out[key] = judge_contract(base, new, ref, tolerances)
+        result = ContractResult()
+        for who in missing:
+            outcome = next((o for t, o in reports[who].outcomes.items() if "test_output_contract" in t), None)
+            said = f"{outcome.outcome}: {outcome.message.strip()[:200]}" if outcome else \
+                f"not selected by -m '{plan.conformance_markers}'"
+            line = f"the {who} wrote no output contract for {key} (test_output_contract {said})"
+            (result.reasons if who == "candidate" else result.notes).append(line)
+        present = {who: f for who, f in files.items() if who not in missing}
+        if present:
+            folder = reference / "threeway"
+            progress(f"reference: the fp32 reference and each side's yardstick on its sequences ({key})")
+            cmd = [sys.executable, "-m", "harness.workloads.threeway", f"--reference={ref_file}", f"--out={folder}",
+                   *(f"--side={who}={f}" for who, f in present.items())]
+            rc, text = run_logged(cmd, plan.out / "reference" / f"threeway-{key}.log",
+                                  side_env(plan, Side("reference", sys.executable, backend="hf")), timeout)
+            if rc != 0:
+                raise ReleaseCheckError(f"the output contract's reference and yardstick did not run (exit {rc}): "
+                                        f"{last_error_line(text)} (log in {plan.out / 'reference'})")
+            sides = {who: json.loads(f.read_text()) for who, f in present.items()}
+            expected = {who: {role: json.loads(expected_file(folder, who, role, key).read_text())
+                              for role in ("reference", "yardstick")} for who in present}
+            judged = judge_contract(sides, expected, tolerances)
+            result.reasons += judged.reasons
+            result.notes += judged.notes
+            result.sides, result.divergences = judged.sides, judged.divergences
+            result.identical, result.prompts = judged.identical, judged.prompts
+        out[key] = result
     return out
 
 
@@ -219,7 +238,7 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         contracts: dict[str, ContractResult] = {}
         if plan.conformance:
             conformance(plan, reports, timeout, progress)
-            contracts = judge_contracts(plan, reports)
+            contracts = judge_contracts(plan, reports, timeout, progress)
         stopped = reports[plan.baseline.name].session_errors
         if stopped:  # an environment that cannot even start its tests: no perf round can run there either
             raise ReleaseCheckError("the baseline cannot run, so there is nothing to qualify against: "

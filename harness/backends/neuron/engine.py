@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from harness.backends.neuron.batching import (
     adapter_generate_kwargs,
     check_prompt_lengths,
     decode_attention_mask,
+    eos_generate,
     generated_tokens,
     pad_rows,
     prefill_positions,
@@ -360,6 +361,14 @@ class NeuronEngine(Engine):
             out = self.adapter.generate(**adapter_generate_kwargs(full, max_new_tokens))
         tokens = generated_tokens(out, full.input_ids.shape[1], batch.size, max_new_tokens)
         return GenerationResult(tokens, self.cte.ms[-1], list(self.tkg.ms), total.ms)
+
+    def generate_until_eos(self, prompt: Sequence[int], max_new_tokens: int, eos_token_id: int) -> list[int]:
+        """Through NxDI's HuggingFaceGenerationAdapter with ``eos_token_id`` as EOS (``eos_generate``)."""
+        self._generation_only("generate_until_eos")
+        batch = Batch.from_ids([list(prompt)])
+        self.check_batch(batch, max_new_tokens)
+        self.reset()
+        return eos_generate(self.adapter, pad_rows(batch, self.shape.batch_size), max_new_tokens, eos_token_id)
 
     def continuation_logits(self, batch: Batch, continuation: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits ``[B * N, V]`` from the output-logits build: the prefill's last
