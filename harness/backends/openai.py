@@ -122,6 +122,32 @@ class OpenAIEngine(Engine):
             out.append(ScoredToken(token, row[token], top))
         return out
 
+    def score(self, prompt: Sequence[int], continuation: Sequence[int], top_k: int, probe_ids: Sequence[int] = (),
+              fns: bool = False) -> tuple[list[ScoredToken], list[list[float]] | None]:
+        """Teacher-forced rows from the server's prompt logprobs (its top ``top_k``): no probe ids (a server
+        reports only its top-N), and no FNS marginals (the top-N of a prefill may leave 6-mers out: this
+        side's marginals come from its decode path, ``decode_path``)."""
+        return self.scored(prompt, continuation, top_k), None
+
+    def decode_path(self, prompt: Sequence[int], max_new_tokens: int, top_k: int,
+                    fns: bool = False) -> tuple[list[int], list[ScoredToken], list[list[float]] | None]:
+        """The decode path (``decoded``) and, ``fns``, its FNS marginals where the server can name ids
+        (``decoded_fns``: vLLM >= 0.32), else none."""
+        greedy, rows = self.decoded(prompt, max_new_tokens, top_k)
+        marginals = None
+        if fns:
+            try:
+                marginals = self.decoded_fns(prompt, greedy)
+            except ServingError:
+                marginals = None  # an older server: logprob_token_ids refused; the FNS rule then reads none here
+        return greedy, rows, marginals
+
+    def generate_padded(self, prompt: Sequence[int], max_new_tokens: int, pad: int, pad_id: int) -> list[int]:
+        """A server never pads (``beside_longer``): the row is decoded beside one ``pad`` tokens longer,
+        as a static batch would have padded it to."""
+        longer = [*prompt, *prompt[-pad:]] if pad else list(prompt)
+        return self.beside_longer(prompt, max_new_tokens, longer, 1)[0]
+
     def decoded(self, prompt: Sequence[int], max_new_tokens: int, top_k: int = 2) -> tuple[list[int], list[ScoredToken]]:
         """The decode path: one greedy completion and, for each token it generated, the log-probability and
         top ``top_k`` the server computed at that decode step (completion ``logprobs``), never a prefill of
