@@ -27,7 +27,7 @@ from harness.serving.client import (
     run_async,
     stream_completion,
 )
-from harness.serving.generated import Generated, generate_with_logprobs, kmer_decode_logprobs
+from harness.serving.generated import Generated, IdsNotHonoured, generate_with_logprobs, kmer_decode_logprobs
 from harness.serving.metrics import failure_summary
 from harness.serving.scoring import ScoringEndpoint, kmer_logprobs
 
@@ -138,8 +138,8 @@ class OpenAIEngine(Engine):
         if fns:
             try:
                 marginals = self.decoded_fns(prompt, greedy)
-            except ServingError:
-                marginals = None  # an older server: logprob_token_ids refused; the FNS rule then reads none here
+            except IdsNotHonoured:
+                marginals = None  # an older server names no ids: the FNS rule reads none on this side
         return greedy, rows, marginals
 
     def generate_padded(self, prompt: Sequence[int], max_new_tokens: int, pad: int, pad_id: int) -> list[int]:
@@ -161,10 +161,11 @@ class OpenAIEngine(Engine):
         return list(out.token_ids), rows_of(out, top_k)
 
     def decoded_fns(self, prompt: Sequence[int], greedy: Sequence[int]) -> list[list[float]]:
-        """The 24 FNS log-marginals (j-major, A C G T) at each generated position of ``prompt``'s decode path
+        """The 24 FNS log-marginals (j-major, A C G T) at the generated positions of ``prompt``'s decode path
         (``greedy``: its tokens, from ``decoded``), from every 6-mer's exact log-probability there
-        (``harness.serving.generated.kmer_decode_logprobs``); a softmax over the 6-mers never sees the
-        constant by which log-probabilities differ from logits."""
+        (``harness.serving.generated.kmer_decode_logprobs``: as many positions as its requests all decoded
+        ``greedy``); a softmax over the 6-mers never sees the constant by which log-probabilities differ
+        from logits."""
         from harness.carbon.fns import kmer_marginals
         from harness.core.vocab import DnaLayout
 
@@ -173,8 +174,8 @@ class OpenAIEngine(Engine):
                 return await kmer_decode_logprobs(http, self.endpoint, [int(t) for t in prompt], len(greedy),
                                                   DnaLayout().kmer_start_id, NUM_KMERS, greedy)
 
-        marginals = kmer_marginals(run_async(go()))
-        return np.log(marginals).reshape(len(greedy), -1).round(7).tolist()
+        table = run_async(go())
+        return np.log(kmer_marginals(table)).reshape(len(table), -1).round(7).tolist()
 
     def _complete(self, prompt: list[int], max_new_tokens: int, top_k: int, **extra) -> Generated:
         async def go() -> Generated:

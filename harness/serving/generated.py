@@ -93,28 +93,35 @@ async def generate_with_logprobs(http: Any, endpoint: Endpoint, prompt_ids: Sequ
 LOGPROB_TOKEN_IDS_MAX = 128  # vLLM's MAX_LOGPROB_TOKEN_IDS: the ids one request may name (vLLM >= 0.32)
 
 
+class IdsNotHonoured(ServingError):
+    """The server refused or ignored ``logprob_token_ids`` (vLLM before 0.32): it cannot name ids."""
+
+
 async def kmer_decode_logprobs(http: Any, endpoint: Endpoint, prompt_ids: Sequence[int], max_tokens: int,
                                kmer_start: int, kmers: int, greedy: Sequence[int]) -> np.ndarray:
-    """The log-probabilities ``[max_tokens, kmers]`` of every 6-mer at each generated position of the decode
-    path, exact: the same greedy completion asked ``kmers / 128`` times at once, each naming 128 of the
-    6-mer ids (``logprob_token_ids``, vLLM >= 0.32; a top-k would leave 6-mers out wherever another token
-    outranks one). Every request must decode ``greedy`` again, or its rows would be of another sequence."""
+    """The log-probabilities ``[n, kmers]`` of every 6-mer at the first ``n`` generated positions of the
+    decode path, exact: the same greedy completion asked ``kmers / 128`` times at once, each naming 128 of
+    the 6-mer ids (``logprob_token_ids``, vLLM >= 0.32; a top-k would leave 6-mers out wherever another
+    token outranks one). ``n``: up to the first position where a request decoded other than ``greedy``
+    (a batch of 32 may break a near-tie another way than one request alone: past it, a row would be of
+    another sequence). ``IdsNotHonoured`` where the server will not name ids."""
     chunks = [list(range(kmer_start + i, kmer_start + min(i + LOGPROB_TOKEN_IDS_MAX, kmers)))
               for i in range(0, kmers, LOGPROB_TOKEN_IDS_MAX)]
-    outs = await asyncio.gather(*(generate_with_logprobs(http, endpoint, prompt_ids, max_tokens, 1,
-                                                         logprob_token_ids=ids) for ids in chunks))
-    table = np.full((max_tokens, kmers), np.nan)
+    try:
+        outs = await asyncio.gather(*(generate_with_logprobs(http, endpoint, prompt_ids, max_tokens, 1,
+                                                             logprob_token_ids=ids) for ids in chunks))
+    except ServingError as exc:
+        if "HTTP 4" in str(exc):
+            raise IdsNotHonoured(f"{endpoint.url} refused logprob_token_ids: {exc}") from None
+        raise
+    n = min(next((j for j, (a, b) in enumerate(zip(out.token_ids, greedy)) if a != b), len(greedy)) for out in outs)
+    table = np.full((n, kmers), np.nan)
     for ids, out in zip(chunks, outs):
-        if list(out.token_ids) != list(greedy):
-            raise ServingError(f"{endpoint.url} decoded another sequence when asked for 6-mer log-probabilities "
-                               f"({list(out.token_ids)[:4]}... against {list(greedy)[:4]}...): greedy is not "
-                               "deterministic there")
-        for j, row in enumerate(out.top):
+        for j, row in enumerate(out.top[:n]):
             values = dict(row)
             missing = [i for i in ids if i not in values]
             if missing:
-                raise ServingError(f"{endpoint.url} left the asked-for id {missing[0]} out of generated position {j}: "
-                                   "the server must honour logprob_token_ids (vLLM >= 0.32)")
+                raise IdsNotHonoured(f"{endpoint.url} left the asked-for id {missing[0]} out of generated position "
+                                     f"{j}: the server must honour logprob_token_ids (vLLM >= 0.32)")
             table[j, ids[0] - kmer_start: ids[-1] - kmer_start + 1] = [values[i] for i in ids]
     return table
-
