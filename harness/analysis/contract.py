@@ -67,8 +67,8 @@ def _positive(path: Path, where: str, value: Any) -> float:
     return float(value)
 
 
-CRITERION_KEYS = {"sigma_ratio", "tier_factor", "tie_factor", "fns_sigma_ratio", "sigma_floor", "margin_floor",
-                  "sigma_tokens"}
+CRITERION_KEYS = {"sigma_ratio", "tier_factor", "tie_factor", "fns_sigma_ratio", "sigma_floor", "abs_floor",
+                  "margin_floor", "sigma_tokens"}
 
 
 def load_tolerances(path: Path = TOLERANCES_FILE) -> dict[str, Criterion]:
@@ -103,6 +103,7 @@ def load_tolerances(path: Path = TOLERANCES_FILE) -> dict[str, Criterion]:
                                _positive(path, f"{dtype}.tie_factor", entry["tie_factor"]),
                                _positive(path, f"{dtype}.fns_sigma_ratio", entry["fns_sigma_ratio"]),
                                _positive(path, f"{dtype}.sigma_floor", entry["sigma_floor"]),
+                               _positive(path, f"{dtype}.abs_floor", entry["abs_floor"]),
                                _positive(path, f"{dtype}.margin_floor", entry["margin_floor"]),
                                int(_positive(path, f"{dtype}.sigma_tokens", entry.get("sigma_tokens", 50))))
     for dtype, target in aliases.items():
@@ -168,6 +169,7 @@ class SideJudgement:
     yardstick: str
     criterion: Criterion
     tie_allowance: float
+    margin_noise: float = 0.0  # the yardstick's: the largest change it makes to the reference's margin
     spreads: list[Spread] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -179,7 +181,7 @@ class SideJudgement:
     def to_dict(self) -> dict[str, Any]:
         return {"who": self.who, "backend": self.backend, "dtype": self.dtype, "yardstick": self.yardstick,
                 "criterion": self.criterion.__dict__ | {"tier_factor": dict(self.criterion.tier_factor)},
-                "tie_allowance": self.tie_allowance, "passed": self.passed,
+                "tie_allowance": self.tie_allowance, "margin_noise": self.margin_noise, "passed": self.passed,
                 "spreads": [s.to_dict() for s in self.spreads], "findings": [f.describe() for f in self.findings],
                 "notes": self.notes}
 
@@ -192,9 +194,10 @@ def judge_side(who: str, target: Mapping[str, Any], reference: Mapping[str, Any]
     from harness.analysis import side_checks
 
     aligned = align(target, reference, yardstick)
-    tie = crit.tie_factor * max(margin_noise(aligned), crit.margin_floor)
+    noise = margin_noise(aligned)
+    tie = crit.tie_factor * max(noise, crit.margin_floor)
     out = SideJudgement(who, str(target.get("backend")), str(target.get("dtype")),
-                        str(yardstick.get("computed_by", "?")), crit, tie)
+                        str(yardstick.get("computed_by", "?")), crit, tie, noise)
     out.findings += side_checks.tokenization(target, reference)
     for a in aligned:
         s = spread(a, crit, tie)

@@ -40,8 +40,9 @@ class Criterion:
     tier_factor: Mapping[str, float]
     tie_factor: float
     fns_sigma_ratio: float
-    sigma_floor: float
-    margin_floor: float
+    sigma_floor: float  # nats rms: the least spread a yardstick is credited with
+    abs_floor: float  # nats: the least largest-difference a yardstick is credited with (the tiers)
+    margin_floor: float  # nats: the least margin noise
     sigma_tokens: int = 50
 
 
@@ -117,6 +118,7 @@ class Spread:
     top1_checked: int
     top1_agree: int
     fns_ratio: float | None = None
+    target_margin_change: float = 0.0  # the largest change the target makes to the reference's margin
     findings: list[Finding] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,19 +127,23 @@ class Spread:
         return out
 
 
+def margin_change(rows: Sequence[tuple[ScoredToken, ScoredToken]]) -> float:
+    """The largest change ``a`` makes to ``r``'s top-1 / top-2 margin (r's two ids), over ``(a, r)`` rows."""
+    worst = 0.0
+    for a, r in rows:
+        if len(r.top) < 2:
+            continue
+        (i1, v1), (i2, v2) = r.top[0], r.top[1]
+        a1, a2 = a.value(i1), a.value(i2)
+        if a1 is not None and a2 is not None:
+            worst = max(worst, abs((a1 - a2) - (v1 - v2)))
+    return worst
+
+
 def margin_noise(aligned: Sequence[Aligned]) -> float:
     """The largest change the yardstick makes to the reference's top-1 / top-2 margin, over every
     position of every kind: how far correct rounding in the side's dtype moves a near-tie."""
-    worst = 0.0
-    for a in aligned:
-        for _, _, _, r, y in a.rows:
-            if len(r.top) < 2:
-                continue
-            (i1, v1), (i2, v2) = r.top[0], r.top[1]
-            y1, y2 = y.value(i1), y.value(i2)
-            if y1 is not None and y2 is not None:
-                worst = max(worst, abs((y1 - y2) - (v1 - v2)))
-    return worst
+    return margin_change([(y, r) for a in aligned for _, _, _, r, y in a.rows])
 
 
 def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
@@ -157,7 +163,8 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
     sigma_t, sigma_y = _rms(all_t), _rms(all_y)
     floor_y = max(sigma_y, crit.sigma_floor)
     ratio = sigma_t / floor_y
-    out = Spread(a.kind, len(a.rows), sigma_t, sigma_y, ratio, {}, tie, 0, 0)
+    out = Spread(a.kind, len(a.rows), sigma_t, sigma_y, ratio, {}, tie, 0, 0,
+                 target_margin_change=margin_change([(t, r) for _, _, t, r, _ in a.rows]))
     if ratio > crit.sigma_ratio:
         bound = crit.sigma_ratio * floor_y
         over = [(n, p, _rms(dt)) for n, p, dt, _ in ids_sigma if _rms(dt) > bound]
@@ -182,14 +189,15 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
                 dy += [abs(d) for d in _probe_deltas(y, r)]
             per_pos.append((name, pos, max(dt, default=0.0)))
             worst_t, worst_y = max(worst_t, *dt, 0.0), max(worst_y, *dy, 0.0)
-        bound = crit.tier_factor[tier] * max(worst_y, crit.sigma_floor)
+        floor = max(worst_y, crit.abs_floor)
+        bound = crit.tier_factor[tier] * floor
         if worst_t > bound:
             first = next((n, p, v) for n, p, v in per_pos if v > bound)
             out.findings.append(Finding(f"top-{tier} log-prob tier ({a.kind})", first[0], first[1],
                                         f"|target - fp32| up to {worst_t:.3g} nats > {crit.tier_factor[tier]:g} x the "
-                                        f"yardstick's {max(worst_y, crit.sigma_floor):.3g}; {first[2]:.3g} there"))
+                                        f"yardstick's {floor:.3g}; {first[2]:.3g} there"))
         out.tiers[tier] = {"measured": True, "target": worst_t, "yardstick": worst_y, "bound": bound,
-                           "ratio": worst_t / max(worst_y, crit.sigma_floor)}
+                           "ratio": worst_t / floor}
     for name, pos, t, r, _ in a.rows:
         if len(r.top) > 1 and r.margin > tie:
             out.top1_checked += 1

@@ -226,7 +226,8 @@ def decide(baseline: SideReport, candidate: SideReport, tolerances: Tolerances |
         reasons += pairing.reasons
     reasons += [f.describe() for f in pairing.figures if f.regressed]
     reasons += [f.describe() for f in pairing.figures if f.unresolved]
-    sides = {side.name: {"backend": side.backend, "versions": side.versions, "tests": len(side.outcomes),
+    sides = {side.name: {"backend": side.backend, "dtype": side.dtype, "versions": side.versions,
+                         "tests": len(side.outcomes),
                          "rounds": len(side.rounds),
                          "rounds_run": side.rounds_run(), "round_errors": {str(k): v for k, v in
                                                                            side.round_errors.items()},

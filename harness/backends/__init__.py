@@ -29,7 +29,7 @@ def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str
         from harness.backends.neuron.engine import NeuronEngine
 
         return NeuronEngine(checkpoint, shape, model_name, cache_dir=cache_dir, variants=variants, hardware=hardware,
-                            cpu=neuron_cpu, nxdi_source=nxdi_source)
+                            cpu=neuron_cpu, nxdi_source=nxdi_source, dtype=dtype)
     if backend == "openai":
         from harness.backends.openai import OpenAIEngine
 

@@ -150,7 +150,7 @@ def scored_from_logits(logits: torch.Tensor, tokens: Sequence[int], top_k: int, 
     """``ScoredToken`` rows from logits ``[N, V]`` predicting ``tokens`` (log-softmax in float64, so
     the reference's rounding is not the side's); ``probe_ids``: the contract's probe ids, read at every
     row; ``extra_ids``: per row, further ids whose log-probabilities the row carries."""
-    lp = torch.log_softmax(logits.double(), dim=-1)
+    lp = torch.log_softmax(logits.detach().double(), dim=-1)
     values, ids = lp.topk(top_k, dim=-1)
     probes = lp[:, list(probe_ids)].tolist() if probe_ids else [[] for _ in tokens]
     out = []
@@ -169,7 +169,7 @@ def fns_log_marginals(logits: torch.Tensor) -> list[list[float]]:
     bases A C G T), from a softmax over the 6-mer block (``harness.carbon.fns``)."""
     from harness.carbon.fns import kmer_marginals
 
-    marginals = kmer_marginals(kmer_block(logits).double().numpy())  # the numpy path: float64 throughout
+    marginals = kmer_marginals(kmer_block(logits.detach()).double().numpy())  # the numpy path: float64 throughout
     return [[rounded(v) for v in row] for row in torch.log(torch.from_numpy(marginals)).reshape(len(logits), -1).tolist()]
 
 

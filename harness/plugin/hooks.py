@@ -39,9 +39,10 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group.addoption("--carbon-shape", action="append", dest="carbon_shapes", metavar="NAME",
                     help="repeatable: smoke, report-bs1 (the defaults), a100-style-bs16, dna-suite-bs1")
     group.addoption("--carbon-device", default="auto", help="hf backend: auto, cpu, cuda or cuda:N")
-    group.addoption("--carbon-dtype", default="auto", help="hf backend: auto (bf16 on GPU, fp32 on CPU), bf16, fp32; openai: the "
-                    "server's dtype, for the output contract's tolerance (auto: fp32 for a server --carbon-serve "
-                    "starts, else unknown)")
+    group.addoption("--carbon-dtype", default="auto", help="hf: the torch dtype, auto (bf16 on GPU, fp32 on CPU), bf16, fp32; "
+                    "neuron: NeuronConfig's torch_dtype, auto (bf16 on a device, fp32 in NxDI's CPU mode), bf16, "
+                    "fp32; openai: the server's dtype, which picks the output contract's criterion (auto: that of a "
+                    "server --carbon-serve starts, else unknown)")
     group.addoption("--carbon-cache-dir", metavar="DIR", default=os.environ.get(CACHE_DIR_ENV, "~/.cache/carbon-harness"),
                     help=f"built checkpoints and compiled artifacts, reused across sessions (env: {CACHE_DIR_ENV})")
     group.addoption("--carbon-thresholds", action="append", metavar="FILE",

@@ -22,9 +22,9 @@ class PlantError(ValueError):
     """The tree cannot be planted (not an NxDI tree, or its token-generation path has moved)."""
 
 
-def _plant(source: Path, dest: Path, code: str) -> Path:
-    """``dest`` laid out like ``../shared/vendor`` (``neuronx-distributed-inference/src`` and a link to
-    the source's neuronx-distributed), with ``code`` run at the start of each TKG step."""
+def copy_nxdi_tree(source: Path, dest: Path) -> Path:
+    """``dest`` laid out like ``../shared/vendor`` (``neuronx-distributed-inference/src`` and a link to the
+    source's neuronx-distributed); returns the copied ``neuronx_distributed_inference`` package."""
     nxdi_src, nxd_src = source_roots(source)
     target = dest / "neuronx-distributed-inference" / "src"
     shutil.copytree(nxdi_src / "neuronx_distributed_inference", target / "neuronx_distributed_inference",
@@ -33,11 +33,17 @@ def _plant(source: Path, dest: Path, code: str) -> Path:
         (dest / "neuronx-distributed").mkdir(parents=True, exist_ok=True)
         # absolute: a link relative to the caller's directory would dangle from inside dest
         (dest / "neuronx-distributed" / "src").symlink_to(nxd_src.resolve(), target_is_directory=True)
-    model_base = target / MODEL_BASE
+    return target / "neuronx_distributed_inference"
+
+
+def _plant(source: Path, dest: Path, code: str) -> Path:
+    """A copy of ``source`` (``copy_nxdi_tree``) with ``code`` run at the start of each TKG step."""
+    package = copy_nxdi_tree(source, dest)
+    model_base = package.parent / MODEL_BASE
     text = model_base.read_text()
     if text.count(ANCHOR) != 1:
-        raise PlantError(f"{nxdi_src / MODEL_BASE}: the token-generation call ({ANCHOR.strip()!r}) is not found "
-                         "exactly once; this NxDI release lays out its forward differently")
+        raise PlantError(f"{source_roots(source)[0] / MODEL_BASE}: the token-generation call ({ANCHOR.strip()!r}) is "
+                         "not found exactly once; this NxDI release lays out its forward differently")
     model_base.write_text(text.replace(ANCHOR, code + ANCHOR))
     return dest
 

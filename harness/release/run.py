@@ -70,6 +70,12 @@ def probe_side(plan: CheckPlan, side: Side, serve: list[str] | None = None) -> d
     return info
 
 
+def started_dtype(side: Side) -> str:
+    """The ``--dtype`` of the server the check starts for ``side``: its ``--*-dtype``, else fp32 (vLLM on
+    a CPU); the side is then labelled with what its server was given, never by default."""
+    return side.dtype or "fp32"
+
+
 def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[CheckPlan, dict[str, Any],
                                                                           dict[str, float]]:
     """A server for each served side without an endpoint, in that side's interpreter, both started
@@ -85,7 +91,7 @@ def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[Che
             checkpoint = served_checkpoint(plan.models, plan.model_root, plan.cache_dir)
             started[side.name] = (spawn(side.name, side.python, dict(side.env), checkpoint, served_name(plan),
                                         plan.cache_dir, plan.out / side.name / "vllm-server.log", plan.serve_args,
-                                        progress), time.perf_counter())
+                                        progress, started_dtype(side)), time.perf_counter())
         starts = {}
         for name, (server, t0) in started.items():
             ready(name, server, progress)
@@ -95,8 +101,8 @@ def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[Che
         for server, _ in started.values():
             server.stop()
         raise
-    sides = [replace(s, endpoint=started[s.name][0].url, dtype="fp32", started=True) if s.name in started else s
-             for s in (plan.baseline, plan.candidate)]
+    sides = [replace(s, endpoint=started[s.name][0].url, dtype=started[s.name][0].dtype, started=True)
+             if s.name in started else s for s in (plan.baseline, plan.candidate)]
     return replace(plan, baseline=sides[0], candidate=sides[1]), {n: s for n, (s, _) in started.items()}, starts
 
 
@@ -217,9 +223,11 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
     """Both sides' runs, then the verdict; every file lands under ``plan.out``. Raises
     ReleaseCheckError when the baseline itself cannot run (there is then nothing to qualify against)."""
     start = time.perf_counter()
-    reports = {s.name: SideReport(s.name, backend=s.backend) for s in (plan.baseline, plan.candidate)}
+    reports = {s.name: SideReport(s.name, backend=s.backend, dtype=s.dtype) for s in (plan.baseline, plan.candidate)}
     timeout = 3600.0
     plan, servers, starts = start_servers(plan, progress) if plan.served else (plan, {}, {})
+    for side in (plan.baseline, plan.candidate):
+        reports[side.name].dtype = side.dtype  # a started server's: the --dtype it was given
     focus = focus_on(servers, warming(plan, servers, progress))
     try:
         for side in (plan.baseline, plan.candidate):
@@ -239,6 +247,8 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         if plan.conformance:
             conformance(plan, reports, timeout, progress)
             contracts = judge_contracts(plan, reports, timeout, progress)
+            for judged in (s for c in contracts.values() for s in c.sides):
+                reports[judged.who].dtype = judged.dtype  # what its engines reported computing in
         stopped = reports[plan.baseline.name].session_errors
         if stopped:  # an environment that cannot even start its tests: no perf round can run there either
             raise ReleaseCheckError("the baseline cannot run, so there is nothing to qualify against: "
@@ -247,6 +257,8 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         blocked = cannot_run(reports[plan.candidate.name]) + broken
         if blocked:
             progress(f"the verdict is FAIL ({blocked[0]}): perf rounds skipped")
+        elif not plan.perf:
+            progress("--conformance-only: no perf rounds")
         else:
             perf_rounds(plan, reports, tolerances, confidence, timeout, progress, focus)
     finally:

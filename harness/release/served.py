@@ -41,12 +41,13 @@ def served_checkpoint(models: tuple[str, ...], model_root: Path | None, cache_di
 
 
 def spawn(who: str, python: str, env: dict[str, str], checkpoint: Path, served_model: str, cache_dir: Path | None,
-          log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None]) -> VLLMServer:
+          log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None], dtype: str = "fp32"
+          ) -> VLLMServer:
     """``who``'s server (the baseline's, the candidate's) started with its interpreter and variables;
     ``ready`` waits for it (both start side by side)."""
     cache = (cache_dir or DEFAULT_CACHE).expanduser()
     server = VLLMServer(checkpoint, serving_tokenizer_dir(cache), log_path, served_model, python,
-                        extra_args=extra_args, env=env, log_stats=True)
+                        extra_args=extra_args, env=env, log_stats=True, dtype=dtype)
     server.start()
     progress(f"{who}: starting vLLM ({python}, pid {server.proc.pid}) on {server.url}, log {log_path}")
     return server

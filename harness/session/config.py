@@ -142,6 +142,11 @@ class HarnessConfig:
     serve_timeout_s: float = 600.0
 
 
+def served_dtype(dtype: str) -> str:
+    """The dtype a vLLM server this session starts runs (``--carbon-dtype``; auto: fp32, the CPU's)."""
+    return "fp32" if dtype == "auto" else dtype
+
+
 def check_device_dtype(backend: str, device: str, dtype: str) -> None:
     """Reject a device or dtype the backend cannot run, once at start rather than in every test."""
     if not str(device).strip():
@@ -151,6 +156,9 @@ def check_device_dtype(backend: str, device: str, dtype: str) -> None:
     if backend == "openai" and dtype not in ("auto", "bf16", "fp16", "fp32"):
         raise ValueError(f"--carbon-dtype {dtype!r}: with --carbon-backend openai it states the server's dtype; "
                          "expected auto (unknown), bf16, fp16 or fp32")
+    if backend == "neuron" and dtype not in ("auto", "bf16", "fp32"):
+        raise ValueError(f"--carbon-dtype {dtype!r}: with --carbon-backend neuron it is NeuronConfig's torch_dtype; "
+                         "expected auto, bf16 or fp32")
     if backend == "hf":
         from harness.backends.hf import DTYPES, resolve_device
 

@@ -33,7 +33,6 @@ from harness.backends.neuron.artifacts import (
     neuron_artifact_key,
     neuron_versions,
     nxdi_build,
-    observed_strategy,
     parse_sharding_log,
     save_sharding_log,
     touch_last_used,
@@ -50,13 +49,13 @@ from harness.backends.neuron.batching import (
 )
 from harness.backends.neuron.config import (
     NOT_ON_CPU,
-    baseline_kernels,
     check_compile_variants,
     inference_config_kwargs,
     neuron_config_kwargs,
     scoring_neuron_config_kwargs,
     variant_env,
 )
+from harness.backends.neuron.describe import build_record
 from harness.backends.neuron.host import neuron_unavailable_reason
 from harness.backends.neuron.scoring import SCORING_HEAD, check_scoring_kwargs, scoring_model_class
 from harness.core.errors import BackendCannot, BackendError
@@ -129,7 +128,7 @@ class NeuronEngine(Engine):
 
     def __init__(self, checkpoint: Path, shape: RunShape, model_name: str, cache_dir: Path | None = None,
                  variants: Iterable[str] = (), hardware: str = "trn2.3xlarge", cpu: bool = False,
-                 nxdi_source: Path | None = None) -> None:
+                 nxdi_source: Path | None = None, dtype: str = "auto") -> None:
         if cpu:
             from harness.backends.neuron.sources import NeuronImportError
             from harness.backends.neuron.stubs import install
@@ -158,10 +157,12 @@ class NeuronEngine(Engine):
             spec = spec.at_checkpoint_positions(checkpoint_config(checkpoint))
         self.scoring_only = shape.name in SCORING_SHAPES
         if self.scoring_only:
-            self.kwargs = scoring_neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu)
+            self.kwargs = scoring_neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu,
+                                                       dtype=None if dtype == "auto" else dtype)
             check_scoring_kwargs(self.kwargs)
         else:
-            self.kwargs = neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu)
+            self.kwargs = neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu,
+                                               dtype=None if dtype == "auto" else dtype)
         planned = None
         if spec is not None:
             tp = self.kwargs["tp_degree"]
@@ -187,21 +188,8 @@ class NeuronEngine(Engine):
         load_s = time.perf_counter() - start - (compile_s or 0.0)
         records = load_sharding_log(artifact_dir / SHARDING_FILE) if artifact_dir is not None else None
         self.sharding_log = records if records is not None else parse_sharding_log(lines)
-        extra: dict[str, Any] = {"artifact_key": key.digest if key else None,
-                                 "artifact_dir": str(artifact_dir) if artifact_dir else None,
-                                 "attention_sharding": observed_strategy(self.sharding_log),
-                                 "variants": list(self.variants), "kernels": baseline_kernels(self.kwargs),
-                                 "nxdi_mode": "cpu" if cpu else "device", "nxdi_build": self.build,
-                                 "tp_degree": self.kwargs["tp_degree"],
-                                 "cte_bucket": self.kwargs["context_encoding_buckets"][0],
-                                 # pre-sharded weights are loaded from the artifact; load includes warm-up
-                                 "load_includes": "weight sharding in memory (CPU mode)" if cpu else
-                                                  "pre-sharded weights from the artifact, warm-up",
-                                 "build": "scoring" if self.scoring_only else "generation",
-                                 # whether this load compiled: a release check gates compile_s only where
-                                 # both sides compiled in the same round
-                                 "compile": "none (CPU mode)" if cpu else "compiled" if compile_s is not None
-                                            else "cache hit"}
+        extra = build_record(self.kwargs, self.variants, self.build, key, artifact_dir, self.sharding_log, cpu,
+                             self.scoring_only, compile_s)
         # NxDI's own serialization of what it built (NeuronConfig, OnDeviceSamplingConfig, the model's
         # config), defaults included: a release check lists every field that differs between two sides
         extra["engine_config"] = json.loads(self.model.config.to_json_string())
