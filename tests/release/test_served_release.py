@@ -152,7 +152,7 @@ def test_planted_wrong_weights_fail_naming_the_first_divergent_token(tmp_path, v
 # the prompt and the first position (its index in the prompt + generated sequence). A decode-only RoPE shift
 # leaves every prefill (prompt_logprobs) exact: only the decode path's own log-probabilities show it.
 PLANTED_CONTRACT = {
-    "decode-position": (lambda d: plant_served_decode_position(d, 1), "sigma ratio"),
+    "decode-position": (lambda d: plant_served_decode_position(d, 1), "sigma ratio (own)"),
     "eos-ignored": (plant_served_eos_ignored, "EOS honoured"),
 }
 
@@ -167,8 +167,12 @@ def test_a_planted_served_defect_fails_the_contract_naming_where(tmp_path, vllm_
     assert r.returncode == 1, r.stdout + r.stderr
     named = [reason for reason in verdict["reasons"] if criterion in reason]
     assert named, verdict["reasons"]
-    assert "prompt " in named[0] and "first at position" in named[0], named[0]
+    assert "(prompt " in named[0] and ", first at position " in named[0], named[0]
     assert verdict["rounds"] == 0  # the contract failed: no perf round was spent on it
+    if defect == "decode-position":  # the prefill sequences (prompt logprobs) never see a decode-only defect
+        side = next(s for s in verdict["contract"]["carbon-tiny-smoke"]["sides"] if s["who"] == "candidate")
+        ratios, bound = {sp["kind"]: sp["ratio"] for sp in side["spreads"]}, side["criterion"]["sigma_ratio"]
+        assert ratios["own"] > bound > max(ratios["scored"], ratios["cut"]), (ratios, bound)
 
 
 @pytest.mark.extended
