@@ -5,8 +5,8 @@ server), kept for the whole check and stopped at its end; or the team's own serv
 One server per side for the whole check, not one per round: a vLLM start on a CPU is 60-90 s
 (torch.compile warm-up), more than a round's measurement, and on a device a start is a load of
 compiled artifacts that every deployment does once. Both sides get the same treatment: one server each,
-started before the conformance run, warm (the conformance run and pytest-benchmark's warm-up round
-have sent requests) before any timed round, and each perf round is a fresh client process, A B / B A.
+started before the conformance run, warmed again after each resume (``warm_up``: the round's own batch,
+untimed) before every timed round, and each perf round is a fresh client process, A B / B A.
 What this leaves out is server-to-server variation (a start that happens to place memory badly): a
 check on one start per side cannot see it, and the verdict says so in its mode line.
 """
