@@ -37,10 +37,10 @@ NON_DNA_SAMPLE = 4096
 class Recipe:
     """How a trained checkpoint is made (part of its cache key)."""
 
-    steps: int = 400
+    steps: int = 600
     batch: int = 16
     tokens: int = 64  # per sequence: <dna> and 63 6-mers (378 bp)
-    lr: float = 4e-3
+    lr: float = 5e-3
     warmup: int = 20
     threads: int = 2
     source: MarkovSource = field(default_factory=MarkovSource)

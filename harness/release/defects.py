@@ -22,6 +22,9 @@ from harness.release.plant import PlantError, _served_plant, copy_nxdi_tree
 WRONG_THETA = 10000.0
 WRONG_EPS = 1e-5
 DEFECTS = ("rope-theta", "rms-eps", "tokenizer-shift", "eos-ignored")
+# the criterion each defect is expected to break first (the contract's findings name it)
+EXPECTED = {"rope-theta": "sigma ratio (scored)", "rms-eps": "sigma ratio (scored)", "tokenizer-shift": "tokenization",
+            "eos-ignored": "EOS honoured"}
 
 ROPE = f'''    import torch
 

@@ -170,25 +170,23 @@ def rejudge(evidence: Path) -> dict[str, ContractResult]:
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per case: the candidate's criterion values, re-judged with the shipped criterion."""
     lines = ["| stack | checkpoint | case | σ ratio scored / own | worst tier ratio | FNS σ ratio | near-tie (nats) | "
-             "exit | verdict (re-judged) | first finding |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "exit | re-judged | first finding |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        head = f"| {r['stack']} | {r['model']} | {r['case']} |"
         judged = [s for c in rejudge(Path(r["evidence"])).values() for s in c.sides if s.who == "candidate"]
         if not judged:
-            lines.append(f"| {r['stack']} | {r['model']} | {r['case']} | - | - | - | - | {r['exit']} | no contract | "
-                         f"{(r['reasons'] or ['-'])[0][:120]} |")
+            lines.append(f"{head} - | - | - | - | {r['exit']} | no contract | {(r['reasons'] or ['-'])[0][:160]} |")
             continue
         side = judged[0]
         by_kind = {s.kind: s for s in side.spreads}
-        tiers = [t["ratio"] for s in side.spreads for t in s.tiers.values() if t.get("measured")]
-        fns = next((s.fns_ratio for s in side.spreads if s.fns_ratio is not None), None)
-        first = side.findings[0].describe() if side.findings else "-"
-        sig = " / ".join(f"{by_kind[k].ratio:.3g}" if k in by_kind else "-" for k in ("scored", "own"))
-        lines.append(f"| {r['stack']} | {r['model']} | {r['case']} | {sig} | {max(tiers, default=0):.3g} | "
-                     f"{fns:.3g} | {side.tie_allowance:.3g} | {r['exit']} | {'PASS' if side.passed else 'FAIL'} | "
-                     f"{first[:160]} |" if fns is not None else
-                     f"| {r['stack']} | {r['model']} | {r['case']} | {sig} | {max(tiers, default=0):.3g} | - | "
-                     f"{side.tie_allowance:.3g} | {r['exit']} | {'PASS' if side.passed else 'FAIL'} | {first[:160]} |")
+        sigma = " / ".join(f"{by_kind[k].ratio:.3g}" if k in by_kind else "-" for k in ("scored", "own"))
+        tiers = max((t["ratio"] for s in side.spreads for t in s.tiers.values() if t.get("measured")), default=0.0)
+        fns = next((f"{s.fns_ratio:.3g}" for s in side.spreads if s.fns_ratio is not None), "-")
+        first = side.findings[0].describe()[:160] if side.findings else "-"
+        lines.append(f"{head} {sigma} | {tiers:.3g} | {fns} | {side.tie_allowance:.3g} | {r['exit']} | "
+                     f"{'PASS' if side.passed else 'FAIL'} | {first} |")
     return lines
 
 

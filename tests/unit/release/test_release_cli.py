@@ -47,6 +47,14 @@ pytestmark = pytest.mark.unit
       "6", "--max-rounds", "4"], "--max-rounds 4 is below --min-rounds 6"),
     (["--out", "{tmp}/o", "--neuron-cpu", "--resolve", "lots"], "argument --resolve: 'lots': give a positive change"),
     (["--out", "{tmp}/o", "--neuron-cpu", "--legs", "0"], "argument --legs"),
+    (["--out", "{tmp}/o", "--backend", "hf", "--dtype", "fp8"], "argument --dtype: invalid choice: 'fp8'"),
+    (["--out", "{tmp}/o", "--backend", "hf", "--dtype", "bf16", "--conformance-only", "--no-conformance"],
+     "--conformance-only and --no-conformance leave nothing to run"),
+    (["--out", "{tmp}/o", "--backend", "openai", "--serve-arg=--dtype=bfloat16"],
+     "--serve-arg=--dtype=bfloat16: give the dtype as --dtype / --baseline-dtype / --candidate-dtype"),
+    (["--out", "{tmp}/o", "--backend", "hf", "--baseline-dtype", "fp32"],
+     "give --candidate-python PY (the interpreter of the environment with the candidate release), or "
+     "--candidate-dtype to qualify a dtype in this environment"),
 ])
 def test_bad_input_is_named_before_anything_runs(tmp_path, args, message):
     r = run_cli("release-check", *(a.format(tmp=tmp_path) for a in args))
