@@ -6,7 +6,8 @@ rounds, each a fresh process, A and B interleaved. The verdict fails on, in this
 1. a candidate that cannot run: its session stopped at start (an NxDI that does not import) or its
    engines could not be built (compile, load, the smoke generate), with NxDI's own error line;
 2. tests whose outcome changed: passed on the baseline, and failed, errored, was skipped or is
-   missing on the candidate (a new skip counts);
+   missing on the candidate (a new skip counts; across stacks, a test that one stack only runs, passed
+   on one side and skipped on the other, is listed as not comparable instead: ``StackPair.comparable``);
 3. a benchmark of the baseline that the candidate did not produce;
 4. a gated figure whose change lies beyond its tolerance with confidence: the interval comes from
    the spread between the paired rounds (``harness.core.stats.paired_ratio_ci``), never from the
@@ -57,6 +58,7 @@ class Verdict:
     contract: dict[str, ContractResult] = field(default_factory=dict)  # "model/shape" -> the output contract
     config_drift: dict[str, Any] = field(default_factory=dict)
     config_lines: list[str] = field(default_factory=list)
+    not_comparable: list[dict[str, str]] = field(default_factory=list)  # tests one stack only runs
 
     @property
     def word(self) -> str:
@@ -70,7 +72,7 @@ class Verdict:
                            "alpha": d.alpha, "beta": d.beta, "resolve": d.resolve, "legs": d.legs,
                            "rule": d.describe()},
                 "wall_s": self.wall_s, "sides": self.sides, "outcome_changes": self.outcome_changes,
-                "improvements": self.improvements, "left_out": self.left_out, "not_measured": self.not_measured,
+                "improvements": self.improvements, "not_comparable": self.not_comparable, "left_out": self.left_out, "not_measured": self.not_measured,
                 "stacks": self.stacks.__dict__ if self.stacks else None,
                 "contract": {k: c.to_dict() for k, c in self.contract.items()}, "config_drift": self.config_drift,
                 "figures": [f.to_dict() for f in self.figures]}
@@ -102,6 +104,12 @@ class Verdict:
                       for c in self.outcome_changes[:50]]
             if len(self.outcome_changes) > 50:
                 lines.append(f"| ... {len(self.outcome_changes) - 50} more in verdict.json | | | |")
+            lines.append("")
+        if self.not_comparable:
+            lines += [f"### Not comparable across stacks ({len(self.not_comparable)} tests one stack only runs)", "",
+                      "| test | baseline | candidate | why |", "|---|---|---|---|"]
+            lines += [f"| `{c['test']}` | {c['baseline']} | {c['candidate']} | {c['message'][:160]} |"
+                      for c in self.not_comparable[:50]]
             lines.append("")
         gated = [f for f in self.figures if f.gated]
         reported = [f for f in self.figures if not f.gated]
@@ -204,7 +212,8 @@ def decide(baseline: SideReport, candidate: SideReport, tolerances: Tolerances |
     reasons += [f"output contract ({key}): {r}" for key, c in contract.items() for r in c.reasons]
     stacks = StackPair(baseline.backend, candidate.backend)
     drift_json, drift_lines = drift(baseline.config, candidate.config, stacks)
-    changed, improved = outcome_changes(baseline.outcomes, candidate.outcomes)
+    changed, improved, across = stacks.comparable(*outcome_changes(baseline.outcomes, candidate.outcomes),
+                                                  baseline.outcomes, candidate.outcomes)
     if changed:
         shown = ", ".join(f"{c['test']} ({c['candidate']})" for c in changed[:5])
         more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
@@ -227,7 +236,8 @@ def decide(baseline: SideReport, candidate: SideReport, tolerances: Tolerances |
     ran = sorted(set(baseline.rounds_run()) | set(candidate.rounds_run()))
     return Verdict(not reasons, reasons, pairing.figures, changed, sides, len(ran), confidence, tolerances.default,
                    mode, improved, design=design, left_out=pairing.left_out, not_measured=pairing.not_measured,
-                   stacks=stacks, contract=contract, config_drift=drift_json, config_lines=drift_lines)
+                   stacks=stacks, contract=contract, config_drift=drift_json, config_lines=drift_lines,
+                   not_comparable=across)
 
 
 def merge(verdicts: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> dict[str, Any]:

@@ -250,6 +250,23 @@ class Engine(abc.ABC):
         output contract checks that a stack honours EOS when it is not ignored."""
         raise BackendCannot(f"{type(self).__name__} has no EOS-honouring generation")
 
+    def decode_path(self, prompt: Sequence[int], max_new_tokens: int, top_k: int,
+                    fns: bool = False) -> tuple[list[int], list[ScoredToken], list[list[float]] | None] | None:
+        """The greedy continuation of ``prompt`` with what the stack's decode steps computed for each token
+        it generated (and, ``fns``, each row's 24 FNS log-marginals), where the stack reports that apart from
+        a teacher-forced pass: a server's completion logprobs. None (this default): the stack's teacher-forced
+        rows already run through its decode step (NxDI, transformers: ``continuation_logits``)."""
+        return None
+
+    def generate_padded(self, prompt: Sequence[int], max_new_tokens: int, pad: int, pad_id: int) -> list[int]:
+        """Greedy tokens of ``prompt`` as a padded row: right-padded with ``pad`` ids ``pad_id`` (attention
+        mask 0 there), as a static batch pads its shorter rows. A server overrides it (it never pads)."""
+        self.reset()
+        batch = Batch(torch.tensor([[*prompt, *[pad_id] * pad]]), torch.tensor([[1] * len(prompt) + [0] * pad]))
+        out = self.generate(batch, max_new_tokens).tokens[0].tolist()
+        self.reset()
+        return out
+
     @property
     def steps_left(self) -> int:
         """Decode steps the compiled shape still has room for (0 before any prefill)."""

@@ -162,3 +162,52 @@ def plant_served_weight_noise(dest: Path, scale: float = 0.5) -> Path:
     files, as a loader bug would give."""
     return _served_plant(dest, f"the LM head gets N(0, ({scale:g} std)^2) noise after loading",
                          "vllm.v1.worker.cpu_model_runner", PERTURB.format(scale=scale))
+
+
+DECODE_POSITION = '''    runner = module.CPUModelRunner
+    original = runner._model_forward
+
+    def _model_forward(self, *args, **kwargs):
+        args = list(args)
+        positions = kwargs.get("positions", args[1] if len(args) > 1 else None)
+        batch = getattr(self, "input_batch", None)
+        if (positions is not None and batch is not None and positions.dim() == 1 and batch.num_reqs > 0
+                and positions.shape[0] == batch.num_reqs and int(positions.min()) > 0):
+            positions = positions + {shift!r}  # a pure decode step: one token per request, none at position 0
+            if "positions" in kwargs:
+                kwargs["positions"] = positions
+            else:
+                args[1] = positions
+        return original(self, *args, **kwargs)
+
+    runner._model_forward = _model_forward'''
+
+
+def plant_served_decode_position(dest: Path, shift: int = 1) -> Path:
+    """A directory whose ``sitecustomize`` makes vLLM's CPU model runner rotate every decode step's token
+    at ``shift`` positions past its own (RoPE), while prefill keeps its positions: a decode-only defect
+    that a prefill (``prompt_logprobs``) never runs into, and that the output contract's decode path must
+    catch. Give it as the side's ``PYTHONPATH``."""
+    if not isinstance(shift, int) or shift == 0:
+        raise PlantError(f"shift={shift!r} must be a non-zero whole number of positions")
+    return _served_plant(dest, f"every decode step's positions are shifted by {shift:+d} (prefill untouched)",
+                         "vllm.v1.worker.cpu_model_runner", DECODE_POSITION.format(shift=shift))
+
+
+EOS_IGNORED = '''    original = module.check_stop
+
+    def check_stop(request, max_model_len, *args, **kwargs):
+        if request.num_tokens >= max_model_len or request.num_output_tokens >= request.max_tokens:
+            return original(request, max_model_len, *args, **kwargs)
+        return False  # an EOS or a stop token never ends a request: only its length does
+
+    module.check_stop = check_stop'''
+
+
+def plant_served_eos_ignored(dest: Path) -> Path:
+    """A directory whose ``sitecustomize`` makes vLLM's scheduler end a request only at its length: an EOS
+    (or a stop token id) no longer stops it, as a server that treats every request as ``ignore_eos`` would.
+    Give it as the side's ``PYTHONPATH``."""
+    return _served_plant(dest, "an EOS or stop token never ends a request (only its length does)",
+                         "vllm.v1.core.sched.utils", EOS_IGNORED)
+

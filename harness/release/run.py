@@ -106,6 +106,23 @@ def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[Che
     return replace(plan, baseline=sides[0], candidate=sides[1]), {n: s for n, (s, _) in started.items()}, starts
 
 
+def warming(plan: CheckPlan, servers: dict[str, Any], progress: Callable[[str], None]) -> Callable[[str], None]:
+    """``warm(side)``: that side's server, just resumed for a round, gets its untimed warm-up batches
+    (``harness.release.served.warm_up``) before the round's process starts."""
+    if not servers:
+        return lambda name: None
+    from harness.release.served import served_checkpoint, warm_rows, warm_up
+
+    batches = warm_rows(served_checkpoint(plan.models, plan.model_root, plan.cache_dir), plan.shapes)
+
+    def warm(name: str) -> None:
+        failed = warm_up(servers[name], served_name(plan), batches)
+        if failed:
+            progress(f"{name}: {len(failed)} warm-up request(s) failed ({failed[0]}); the round reports it")
+
+    return warm
+
+
 def probe_args(side: Side, servers: dict[str, Any]) -> list[str] | None:
     """The vLLM arguments of the server the check started for ``side`` (its engine configuration is then
     asked of the side's vLLM), else None."""
@@ -211,16 +228,17 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
     plan, servers, starts = start_servers(plan, progress) if plan.served else (plan, {}, {})
     for side in (plan.baseline, plan.candidate):
         reports[side.name].dtype = side.dtype  # a started server's: the --dtype it was given
-    focus = focus_on(servers)
+    focus = focus_on(servers, warming(plan, servers, progress))
     try:
         for side in (plan.baseline, plan.candidate):
             report = reports[side.name]
             report.versions = probe_side(plan, side, probe_args(side, servers))
             report.config = report.versions.pop("engine_config", None) or {}
-            if side.backend == "openai" and not side.started:
+            if side.backend == "openai":
                 from harness.release.served import endpoint_config
 
-                report.config = endpoint_config(str(side.endpoint))
+                told = endpoint_config(str(side.endpoint), served_name(plan) if side.started else None)
+                report.config = {**report.config, **told} if side.started else told
             if side.name in starts:
                 report.versions["vllm_start_s"] = round(starts[side.name], 1)
             stack = report.versions.get("vllm_version") or f"NxDI {report.versions.get('nxdi_version', '?')}"

@@ -165,6 +165,10 @@ class VLLMServer:
     # "'function' object has no attribute 'finalize_loading'"), 35-45 s of each 60-90 s start here, and
     # carbon-tiny's decode step is no faster compiled (TPOT ~12 ms either way in a served A/A check)
     eager: bool = True
+    # vLLM's stats (its default): off here unless asked for, or the server is speculative. A release
+    # check's servers keep them on, as a deployment does: only then does ``/metrics`` carry
+    # ``vllm:cache_config_info``, what the server says of its KV cache (``harness.serving.introspect``)
+    log_stats: bool = False
     dtype: str = "fp32"  # the harness's name (VLLM_DTYPES): what the server computes in, and the contract's criterion
     proc: subprocess.Popen | None = None
 
@@ -184,10 +188,10 @@ class VLLMServer:
                "--generation-config", "vllm"]
         if self.eager:
             cmd.append("--enforce-eager")
-        if self.speculative_config is None:
-            cmd.append("--disable-log-stats")
-        else:
+        if self.speculative_config is not None:
             cmd += ["--speculative-config", json.dumps(self.speculative_config, sort_keys=True)]
+        elif not self.log_stats:
+            cmd.append("--disable-log-stats")
         return [*cmd, *self.extra_args]
 
     def start(self) -> "VLLMServer":

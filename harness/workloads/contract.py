@@ -20,8 +20,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from harness.backends.base import Batch, Engine
 from harness.carbon.dna import prompt_suite
 from harness.carbon.tokenizer import CarbonTokenizer
@@ -52,15 +50,28 @@ def new_tokens(shape: RunShape) -> int:
 
 
 def greedy_of(engine: Engine, ids: Sequence[int], n: int, pad: int = 0, pad_id: int = 0) -> list[int]:
-    """``n`` greedy tokens of one prompt, EOS ignored (``pad``: right-padded with that many ``pad_id``)."""
-    engine.reset()
+    """``n`` greedy tokens of one prompt, EOS ignored (``pad``: as a padded row, ``Engine.generate_padded``)."""
     if pad:
-        batch = Batch(torch.tensor([[*ids, *[pad_id] * pad]]), torch.tensor([[1] * len(ids) + [0] * pad]))
-    else:
-        batch = Batch.from_ids([list(ids)])
-    out = engine.generate(batch, n).tokens[0].tolist()
+        return engine.generate_padded(ids, n, pad, pad_id)
+    engine.reset()
+    out = engine.generate(Batch.from_ids([list(ids)]), n).tokens[0].tolist()
     engine.reset()
     return out
+
+
+def own_sequence(engine: Engine, ids: Sequence[int], n: int, probes: Sequence[int]) -> tuple[list[int], dict[str, Any]]:
+    """This side's greedy tokens and its own sequence's rows: what its decode steps computed where the
+    stack reports that (a server: ``Engine.decode_path``, marked ``"path": "decode"``), else teacher-forced."""
+    decoded = engine.decode_path(ids, n, TOP_K, fns=True)
+    if decoded is None:
+        greedy = greedy_of(engine, ids, n)
+        return greedy, sequence(engine, [*ids, *greedy], len(ids), probes)
+    greedy, rows, marginals = decoded
+    own: dict[str, Any] = {"tokens": [*ids, *greedy], "from": len(ids), "rows": [r.to_list() for r in rows],
+                           "path": "decode"}
+    if marginals is not None:
+        own["fns"] = marginals
+    return greedy, own
 
 
 def sequence(engine: Engine, tokens: Sequence[int], start: int, probes: Sequence[int], fns: bool = False
@@ -104,14 +115,14 @@ def collect(engine: Engine, tokenizer: CarbonTokenizer, shape: RunShape, fingerp
         ids = list(tokenizer(text)["input_ids"])
         if reference is not None and name not in ref_prompts:
             raise ValueError(f"the reference contract has no prompt {name!r}: the two ran different prompt suites")
-        greedy = greedy_of(engine, ids, n)
+        greedy, own = own_sequence(engine, ids, n, probes)
         scored = ref_prompts[name]["sequences"]["scored"]["tokens"] if reference is not None else [*ids, *greedy]
         cut = ids[:-PAD_CUT]
         cut_greedy = greedy_of(engine, cut, n)
         prompts.append({
             "name": name, "prompt_ids": ids, "greedy": greedy,
             "sequences": {"scored": sequence(engine, scored, SCORED_FROM, probes, fns=True),
-                          "own": sequence(engine, [*ids, *greedy], len(ids), probes),
+                          "own": own,
                           "cut": sequence(engine, [*cut, *cut_greedy], len(cut), probes)},
             "padded": {"pad": PAD_CUT, "greedy": greedy_of(engine, cut, n, PAD_CUT, tokenizer.pad_token_id)},
             "eos": eos_run(engine, ids, greedy)})

@@ -105,6 +105,28 @@ def test_outcome_changes_count_new_skips_and_missing_tests():
     assert improved == ["d"]
 
 
+def test_across_stacks_a_test_one_stack_only_runs_is_not_comparable_not_an_outcome_change():
+    """The migration's case: the NxDI CPU tier passes on the NxDI side and skips on the served side."""
+    neuron_only = "tests/compat/test_neuron.py::test_cte_matches_hf"
+    server_only = "tests/serving/test_x.py::test_y"
+    base = {neuron_only: CaseOutcome("passed"), "t::same": CaseOutcome("passed"), "t::broke": CaseOutcome("passed"),
+            "t::gone": CaseOutcome("passed"), server_only: CaseOutcome("skipped", "needs a server")}
+    new = {neuron_only: CaseOutcome("skipped", "the NxDI CPU tier needs NxDI: pass --carbon-nxdi-source DIR"),
+           "t::same": CaseOutcome("passed"), "t::broke": CaseOutcome("failed", "boom"),
+           server_only: CaseOutcome("passed")}
+    mixed = decide(SideReport("baseline", backend="neuron", outcomes=base),
+                   SideReport("candidate", backend="openai", outcomes=new))
+    assert [(c["test"], c["candidate"]) for c in mixed.outcome_changes] == [("t::broke", "failed"), ("t::gone", "missing")]
+    assert [(c["test"], c["stack"]) for c in mixed.not_comparable] == [(neuron_only, "openai"), (server_only, "neuron")]
+    assert mixed.improvements == [] and "needs NxDI" in mixed.not_comparable[0]["message"]
+    assert "### Not comparable across stacks (2 tests one stack only runs)" in mixed.markdown()
+    assert mixed.to_dict()["not_comparable"] == mixed.not_comparable
+    one_stack = decide(SideReport("baseline", backend="neuron", outcomes=base),
+                       SideReport("candidate", backend="neuron", outcomes=new))
+    assert (neuron_only, "skipped") in [(c["test"], c["candidate"]) for c in one_stack.outcome_changes]
+    assert one_stack.not_comparable == [] and one_stack.improvements == [server_only]
+
+
 def test_a_candidate_that_cannot_generate_is_the_first_reason():
     error = ("failed on setup with \"harness.core.errors.BackendError: the installed NxDI build cannot generate "
              "(NameError: name 'tensor_capture_hook' is not defined); check which NxDI build this is\"")
