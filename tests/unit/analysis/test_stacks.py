@@ -31,6 +31,12 @@ def test_a_served_side_is_gated_on_what_a_client_sees(pair, gated):
 def test_stack_specific_figures_are_paired_only_within_a_stack(metric, same_stack, across):
     assert StackPair("neuron", "neuron").pairable(metric) is same_stack
     assert StackPair("neuron", "openai").pairable(metric) is across
+    assert StackPair("hf", "neuron").pairable(metric) is across  # two in-process stacks, neither served
+
+
+def test_a_field_both_sides_leave_nan_is_the_same_and_nan_against_a_number_differs():
+    nan = float("nan")
+    assert config_diff({"a": nan, "b": nan}, {"a": nan, "b": 1.0}) == [("b", pytest.approx(nan, nan_ok=True), 1.0)]
 
 
 def test_every_differing_field_is_listed_defaults_and_absences_included():
@@ -57,6 +63,9 @@ def test_a_migration_lists_the_fields_that_mean_the_same_on_both_stacks():
     assert rows[("neuron_config.seq_len", "args.max_model_len")] == (160, 4096)
     assert rows[("neuron_config.max_batch_size", "args.max_num_seqs")] == (1, None)
     assert any("| NxDI | vLLM |" in line for line in lines)
+    # the other way (vLLM back to NxDI): the NxDI side's values stay in the NxDI column
+    back, _ = drift(vllm, nxdi, StackPair("openai", "neuron"))
+    assert back["cross_stack"] == found["cross_stack"]
 
 
 def test_a_side_without_a_recorded_configuration_is_said_not_compared():
