@@ -141,7 +141,8 @@ def test_decisions_are_final_and_the_check_settles_when_none_is_open():
     design = Design()
     logs = [0.0, 0.01, -0.01, 0.0] + [0.9] * 12  # passes at 4; later pairs do not reopen it
     d = decide([series(logs)], design, 16)[0]
-    assert d.state == PASS and d.at_pairs == 4
+    assert d.state == PASS and d.at_pairs == 4 and d.looks == [4]  # never looked at again
+    assert d.upper == decide([series(logs[:4])], design, 4)[0].upper
     assert settled([d]) and not settled(decide([series(logs[:4] + [0.9, 0.9])], design, 3))
 
 
@@ -150,6 +151,9 @@ def test_the_upper_bound_is_the_one_sided_t_bound_of_the_mean_log_ratio():
     d = decide([series(logs)], Design(min_pairs=4, max_pairs=4, beta=0.05), 4)[0]
     ci = paired_ratio_ci([1.0] * 4, list(np.exp(logs)), confidence=0.90)  # two-sided 90% = one-sided 95%
     assert d.upper == pytest.approx(ci.high - 1.0, rel=1e-6)
+    looks = decide([series(logs)], Design(), 4)[0]  # four planned looks spread beta: one-sided 1 - 0.05 / 4
+    ci = paired_ratio_ci([1.0] * 4, list(np.exp(logs)), confidence=1 - 2 * 0.05 / 4)
+    assert looks.upper == pytest.approx(ci.high - 1.0, rel=1e-6)
 
 
 @pytest.mark.parametrize("figures", [1, 18])
@@ -196,6 +200,9 @@ def test_the_pairs_estimated_to_decide_a_figure_do_decide_it_at_that_spread(mean
     assert n is not None and n > 4
     # n pairs with the same mean and spread, looked at once, at n: decided
     assert decide([series(pattern(mean, sd, n))], Design(min_pairs=n, max_pairs=n), n)[0].state in (PASS, FAIL)
+    # and n is the fewest: the spread that decides it by a cap of n pairs admits this one, by n - 1 it does not
+    by = [spread_to_decide(pattern(mean, sd, 4), 0.05, Design(max_pairs=cap)) for cap in (n - 1, n)]
+    assert by[0] < sd <= by[1]
     wider = pairs_to_decide(pattern(mean, 2 * sd, 4), 0.05, Design(), figures=1)
     assert wider is None or wider > n
 
