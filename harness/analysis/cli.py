@@ -9,10 +9,13 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.options import parse_confidence, parse_tolerance
 from harness.core.storage import refuse_existing_out, refuse_overwrite
+
+if TYPE_CHECKING:
+    from harness.analysis.compare import Delta
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -75,9 +78,9 @@ def load_lines(sides: list[tuple[str, dict[str, Any]]]) -> list[str]:
         "with carbon-harness release-check, whose interleaved rounds give both sides the same machine"]
 
 
-def rounds_to_decide(d: Any) -> int | None:
-    """About how many samples per run would put a figure's whole interval beyond its tolerance (a
-    ``Delta``), were its estimate and spread to hold: the interval narrows as 1/sqrt(n)."""
+def rounds_to_decide(d: Delta) -> int | None:
+    """About how many samples per run would put a figure's whole interval beyond its tolerance, were its
+    estimate and spread to hold: the interval narrows as 1/sqrt(n)."""
     if d.low is None or not d.change > d.tolerance or not d.change > d.low:
         return None
     return math.ceil(max(min(d.n_base, d.n_new), 1) * ((d.change - d.low) / (d.change - d.tolerance)) ** 2)
