@@ -1,5 +1,6 @@
 """``carbon-harness release-check``: its options, checked before anything runs, and its exit codes
-(0 PASS, 1 FAIL, 2 a usage or environment error, such as a baseline that cannot run)."""
+(``harness.core.verdicts``: 0 PASS, 1 FAIL, 3 INCONCLUSIVE; 2 a usage or environment error, such as a
+baseline that cannot run)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from harness.core.options import (
 )
 from harness.core.sequential import Design
 from harness.core.storage import atomic_write_json, atomic_write_text
+from harness.core.verdicts import exit_code
 from harness.release.errors import ReleaseCheckError
 from harness.release.plan import CONFORMANCE_MARKERS, CheckPlan, Side
 from harness.release.run import run_check
@@ -113,12 +115,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"pairs of perf rounds (each a fresh process, A B / B A) before the first look (default "
                         f"{DEFAULT_DESIGN.min_pairs}, at least {MIN_ROUNDS})")
     p.add_argument("--max-rounds", type=parse_rounds, metavar="N",
-                   help=f"pairs at most: a gated figure still undecided then fails the check as unresolved (default "
-                        f"{DEFAULT_DESIGN.max_pairs})")
+                   help=f"pairs at most: a gated figure still undecided then makes the verdict INCONCLUSIVE (exit 3; "
+                        f"default {DEFAULT_DESIGN.max_pairs})")
     p.add_argument("--rounds", type=parse_rounds, metavar="N",
                    help="a fixed number of pairs instead (one look; README: gate power)")
     p.add_argument("--resolve", type=parse_fraction, default=DEFAULT_DESIGN.resolve, metavar="CHANGE",
                    help=f"the slowdown every PASS must rule out (default {100 * DEFAULT_DESIGN.resolve:g}%%)")
+    p.add_argument("--fail-on-likely", action="store_true",
+                   help="a passed figure likely slower than its tolerance (point estimate, or its interval at the "
+                        "look that passed it, beyond it) fails the check; without it, a warning above the verdict")
     p.add_argument("--legs", type=parse_positive_int, default=1, metavar="N",
                    help="checks merged into one verdict (--merge): each spends 1/N of the false-alarm budget")
     p.add_argument("--runs", type=parse_positive_int, default=5, help="timed runs per benchmark in a round (default 5)")
@@ -240,10 +245,10 @@ def cmd_release_check(args: argparse.Namespace) -> int:
                      model_root=args.model_root, conformance=not args.no_conformance,
                      conformance_markers=args.conformance_markers, perf_select=args.perf_select,
                      serve_args=tuple(args.serve_args or ()), perf=not args.conformance_only)
-    verdict = run_check(plan, tolerances, args.confidence)
+    verdict = run_check(plan, tolerances, args.confidence, fail_on_likely=args.fail_on_likely)
     print(verdict.markdown())
-    print(f"release-check: {verdict.word} in {verdict.wall_s:.0f} s; evidence in {args.out}", file=sys.stderr)
-    return 0 if verdict.passed else 1
+    print(f"release-check: {verdict.summary()}; {verdict.wall_s:.0f} s; evidence in {args.out}", file=sys.stderr)
+    return exit_code(verdict.word)
 
 
 def merge_legs(folders: list[Path], out: Path, force: bool) -> int:
@@ -260,4 +265,4 @@ def merge_legs(folders: list[Path], out: Path, force: bool) -> int:
     atomic_write_json(out / "verdict.json", merged)
     atomic_write_text(out / "verdict.md", merged_markdown(merged))
     print(merged_markdown(merged))
-    return 0 if merged["verdict"] == "PASS" else 1
+    return exit_code(merged["verdict"])

@@ -59,6 +59,26 @@ def plant_tkg_slowdown(source: Path, dest: Path, extra_ms: float) -> Path:
     return _plant(source, dest, spin)
 
 
+def plant_process_noise(source: Path, dest: Path, median_ms: float, sigma: float) -> Path:
+    """A copy of ``source`` whose every process draws, once, a lognormal amount of CPU work (median
+    ``median_ms``, log-sigma ``sigma``) and spins it in each TKG step: heavy per-process noise, the same
+    law on both sides of an A/A check (give the copy as both), for showing that noise the rounds cannot
+    tame ends INCONCLUSIVE, never FAIL. Each process draws from the OS's entropy, not a seed."""
+    if not median_ms >= 0 or not sigma >= 0:
+        raise PlantError(f"median_ms={median_ms!r}, sigma={sigma!r}: both must be non-negative numbers")
+    spin = ("            import math as _planted_math, random as _planted_random, time as _planted_time  # planted: "
+            f"lognormal({median_ms} ms, {sigma}) of CPU work per TKG step, drawn once per process\n"
+            "            _planted_ms = globals().get('_PLANTED_PROCESS_MS')\n"
+            "            if _planted_ms is None:\n"
+            f"                _planted_ms = {median_ms!r} * _planted_math.exp({sigma!r} * "
+            "_planted_random.SystemRandom().gauss(0.0, 1.0))\n"
+            "                globals()['_PLANTED_PROCESS_MS'] = _planted_ms\n"
+            "            _planted_end = _planted_time.process_time() + _planted_ms / 1000.0\n"
+            "            while _planted_time.process_time() < _planted_end:\n"
+            "                pass\n")
+    return _plant(source, dest, spin)
+
+
 def plant_one_crash(source: Path, dest: Path, marker: Path) -> Path:
     """A copy of ``source`` whose first TKG step after ``marker`` exists removes it and raises: one
     process crashes (the first to decode, such as a check's first baseline perf round with

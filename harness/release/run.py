@@ -219,9 +219,10 @@ def engine_config(report: SideReport) -> dict[str, Any]:
 
 def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
               progress: Callable[[str], None] = lambda m: print(f"[release-check] {m}", file=sys.stderr,
-                                                                flush=True)) -> Verdict:
+                                                                flush=True), fail_on_likely: bool = False) -> Verdict:
     """Both sides' runs, then the verdict; every file lands under ``plan.out``. Raises
-    ReleaseCheckError when the baseline itself cannot run (there is then nothing to qualify against)."""
+    ReleaseCheckError when the baseline itself cannot run (there is then nothing to qualify against).
+    ``fail_on_likely``: a passed figure likely beyond its tolerance fails the verdict."""
     start = time.perf_counter()
     reports = {s.name: SideReport(s.name, backend=s.backend, dtype=s.dtype) for s in (plan.baseline, plan.candidate)}
     timeout = 3600.0
@@ -278,7 +279,7 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
                                 + "; ".join(problems)
                                 + f" (logs in {plan.out / plan.baseline.name})")
     verdict = decide(baseline, reports[plan.candidate.name], tolerances, confidence, plan.mode, plan.design,
-                     contracts)
+                     contracts, fail_on_likely)
     verdict.wall_s = time.perf_counter() - start
     write_verdict(plan.out, verdict)
     return verdict

@@ -31,6 +31,12 @@ def test_a_served_side_is_gated_on_what_a_client_sees(pair, gated):
 def test_stack_specific_figures_are_paired_only_within_a_stack(metric, same_stack, across):
     assert StackPair("neuron", "neuron").pairable(metric) is same_stack
     assert StackPair("neuron", "openai").pairable(metric) is across
+    assert StackPair("hf", "neuron").pairable(metric) is across  # two in-process stacks, neither served
+
+
+def test_a_field_both_sides_leave_nan_is_the_same_and_nan_against_a_number_differs():
+    nan = float("nan")
+    assert config_diff({"a": nan, "b": nan}, {"a": nan, "b": 1.0}) == [("b", pytest.approx(nan, nan_ok=True), 1.0)]
 
 
 def test_every_differing_field_is_listed_defaults_and_absences_included():
