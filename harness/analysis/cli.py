@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.core.options import parse_confidence, parse_tolerance
 from harness.core.storage import refuse_existing_out, refuse_overwrite
+
+if TYPE_CHECKING:
+    from harness.analysis.compare import Delta
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -60,6 +65,27 @@ def _load_side(path: Path, other: Path, select: str | None):
     return results, manifest
 
 
+def load_lines(sides: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """What compare says first: each side that ran on a loaded box (its manifest's ``load``,
+    ``harness.core.load``), and where a CPU speed is gated under load instead; nothing when neither was."""
+    from harness.core.load import loaded_reason
+
+    loaded = [(label, why) for label, manifest in sides if (why := loaded_reason(manifest.get("load")))]
+    if not loaded:
+        return []
+    return [f"LOADED: {label} ran on a loaded box: {why}" for label, why in loaded] + [
+        "  its timings move with that load, which no single-run compare can tell from the code's: gate CPU speed "
+        "with carbon-harness release-check, whose interleaved rounds give both sides the same machine"]
+
+
+def rounds_to_decide(d: Delta) -> int | None:
+    """About how many samples per run would put a figure's whole interval beyond its tolerance, were its
+    estimate and spread to hold: the interval narrows as 1/sqrt(n)."""
+    if d.low is None or not d.change > d.tolerance or not d.change > d.low:
+        return None
+    return math.ceil(max(min(d.n_base, d.n_new), 1) * ((d.change - d.low) / (d.change - d.tolerance)) ** 2)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from harness.analysis.compare import (
         FLOORS_FILE,
@@ -69,7 +95,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         hardware_name,
         load_floors,
         load_hardware_tolerances,
-        load_lines,
         load_tolerances,
     )
 
@@ -93,7 +118,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
               f"tolerance {100 * d.tolerance:g}%)", file=sys.stderr)
     for problem in result.failures:
         print(f"FAILED {problem}", file=sys.stderr)
-    return 1 if result.failed else 0
+    if result.word == "INCONCLUSIVE":
+        for d in result.undecided:
+            span, more = d.interval(), rounds_to_decide(d)
+            print(f"INCONCLUSIVE {d.benchmark} {d.metric}: {d.base:.4g} -> {d.new:.4g} {d.unit} ({d.describe()}; "
+                  f"{100 * args.confidence:g}% CI of the change [{100 * span[0]:+.1f}%, {100 * span[1]:+.1f}%] "
+                  f"reaches within the {100 * d.tolerance:g}% tolerance): more rounds per run decide it (about "
+                  f"{more} at this spread), or carbon-harness release-check's interleaved rounds", file=sys.stderr)
+    from harness.core.verdicts import exit_code
+
+    return exit_code(result.word)
 
 
 def cmd_thresholds(args: argparse.Namespace) -> int:
@@ -153,7 +187,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nxdi-select", metavar="SUBSTRING", help="the benchmark for --nxdi-report (part of its name)")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="release gate: exit 1 on any regression beyond --max-regression")
+    p = sub.add_parser("compare", help="release gate: exit 1 on any regression beyond --max-regression, 3 where a "
+                                       "figure's estimate is beyond it but its interval is not (inconclusive)")
     p.add_argument("base", type=Path)
     p.add_argument("new", type=Path)
     p.add_argument("--max-regression", type=parse_tolerance, default=None,

@@ -2,6 +2,10 @@
 both runs have samples, against a tolerance per metric, failing on a regression, on a benchmark or
 figure the base run had and the new one lacks, and on a value that is not a finite number.
 
+The verdict is one of three (``harness.core.verdicts``): FAIL as above; INCONCLUSIVE where nothing fails
+but a figure's estimate lies beyond its tolerance while its interval reaches back within it (neither
+shown beyond it nor within it: more rounds per run would decide it); else PASS.
+
 Only a figure with samples on both sides (at least ``MIN_SAMPLES`` each) can regress: a figure
 without them (``load_s``, repeated on every benchmark of an engine; derived figures such as
 ``tkg_roofline_fraction``; a one-round timing) has no interval to tell a change from noise, so it is
@@ -23,6 +27,7 @@ from harness.core.options import parse_percent
 from harness.core.paths import FIXTURES_DIR
 from harness.core.stats import CONFIDENCE, change_of_ratio, median_ratio_ci
 from harness.core.storage import load_json
+from harness.core.verdicts import FAIL, INCONCLUSIVE, PASS
 
 FLOORS_FILE = FIXTURES_DIR / "compare" / "floors.json"
 HARDWARE_TOLERANCES_FILE = FIXTURES_DIR / "compare" / "tolerances.json"
@@ -120,19 +125,6 @@ def default_tolerance(base_hw: str | None, new_hw: str | None, table: dict[str, 
     return DEFAULT_TOLERANCE, "default"
 
 
-def load_lines(sides: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    """What compare says first: each side that ran on a loaded box (its manifest's ``load``,
-    ``harness.core.load``), and where a CPU speed is gated under load instead; nothing when neither was."""
-    from harness.core.load import loaded_reason
-
-    loaded = [(label, why) for label, manifest in sides if (why := loaded_reason(manifest.get("load")))]
-    if not loaded:
-        return []
-    return [f"LOADED: {label} ran on a loaded box: {why}" for label, why in loaded] + [
-        "  its timings move with that load, which no single-run compare can tell from the code's: gate CPU speed "
-        "with carbon-harness release-check, whose interleaved rounds give both sides the same machine"]
-
-
 @dataclass(frozen=True)
 class Delta:
     """One metric of one benchmark in both runs; ``low``/``high`` bound the change (positive is
@@ -178,6 +170,13 @@ class Delta:
             return False
         return self.low > self.tolerance if self.low is not None else True
 
+    @property
+    def undecided(self) -> bool:
+        """Gated, with an interval, its estimate beyond the tolerance and the floor, but the interval
+        reaching back within the tolerance: neither a regression shown nor one ruled out."""
+        return (not self.informational and self.low is not None and not self.under_floor
+                and self.change > self.tolerance and not self.regressed)
+
     def interval(self) -> tuple[float, float] | None:
         """The interval of ``relative`` (the change as measured, not as worse/better)."""
         if self.low is None:
@@ -220,6 +219,15 @@ class Comparison:
         return bool(self.regressions or self.failures)
 
     @property
+    def undecided(self) -> list[Delta]:
+        return [d for d in self.deltas if d.undecided]
+
+    @property
+    def word(self) -> str:
+        """FAIL, else INCONCLUSIVE where a figure is undecided, else PASS."""
+        return FAIL if self.failed else INCONCLUSIVE if self.undecided else PASS
+
+    @property
     def informational(self) -> list[Delta]:
         return [d for d in self.deltas if d.informational]
 
@@ -234,7 +242,7 @@ class Comparison:
                 continue
             span = d.interval()
             interval = f"[{100 * span[0]:+6.1f}%,{100 * span[1]:+6.1f}%]" if span else "(point estimate)"
-            verdict = d.describe() + ("  REGRESSION" if d.regressed else "")
+            verdict = d.describe() + ("  REGRESSION" if d.regressed else "  INCONCLUSIVE" if d.undecided else "")
             if not d.regressed and d.change > d.tolerance and d.under_floor:
                 verdict += f" (under the {d.floor:g} {d.unit} floor)"
             lines.append(f"{d.benchmark[-60:]:60} {d.metric:22} {d.base:12.4g} {d.new:12.4g} {d.unit:>6} "
@@ -250,8 +258,9 @@ class Comparison:
             lines.append(f"FAILED {problem}")
         n = len(self.regressions)
         lines.append(f"{n} regression(s) beyond tolerance (default {100 * self.tolerance:g}%, significant at "
-                     f"{ci}), {len(self.failures)} missing or invalid, {len(info)} informational; "
-                     "change is new vs base as measured")
+                     f"{ci}), {len(self.undecided)} inconclusive (estimate beyond it, interval not), "
+                     f"{len(self.failures)} missing or invalid, {len(info)} informational; "
+                     f"change is new vs base as measured: {self.word}")
         return "\n".join(lines)
 
 

@@ -33,7 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness.core.metrics import DECODINGS, EXTRA_SHAPE_LABELS, METRICS
+from harness.core.metrics import DECODINGS, EXTRA_SHAPE_LABELS, METRICS, compiled_label
 from harness.core.storage import load_json
 
 SCHEMA = 1
@@ -90,6 +90,7 @@ def known_names() -> KnownNames:
     from harness.core.spec import MODELS, SHAPES
 
     shapes = set(SHAPES) | set(EXTRA_SHAPE_LABELS) | {f"{s}-{d}" for s in SHAPES for d in DECODINGS}
+    shapes |= {compiled_label(s) for s in shapes}
     return KnownNames(frozenset(load_profiles()), frozenset(MODELS), frozenset(shapes))
 
 

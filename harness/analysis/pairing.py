@@ -149,6 +149,7 @@ class SideReport:
     versions: dict[str, Any] = field(default_factory=dict)
     outcomes: dict[str, CaseOutcome] = field(default_factory=dict)
     backend: str = "neuron"
+    dtype: str | None = None  # what it computed in (its engines' report, else what the check asked; None: unknown)
     config: dict[str, Any] = field(default_factory=dict)  # the effective engine configuration it ran
     rounds: dict[int, list[BenchResult]] = field(default_factory=dict)
     engines: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)

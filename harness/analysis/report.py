@@ -13,11 +13,23 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.results import BenchResult, ReportError, _finite
+from harness.analysis.run_lines import (
+    FAILED,
+    device_line,
+    device_time_line,
+    failed_tests,
+    failure,
+    harness_revision,
+    not_gated_line,
+)
 from harness.core.cost import cost
 
 TABLE_COLUMNS = [("model", "model"), ("shape", "shape"), ("cte_ms_p50", "CTE p50 ms"), ("tkg_ms_p50", "TKG p50 ms"),
                  ("e2e_ms_p50", "E2E p50 ms"), ("tokens_per_s", "tok/s"), ("kbp_per_s", "kbp/s"),
                  ("valid_dna_fraction", "valid DNA"), ("tkg_roofline_fraction", "roofline"),
+                 # the device's own clock, where the engine has one (harness.plugin.timing)
+                 ("tkg_device_ms_p50", "TKG device ms"), ("tkg_host_bound_fraction", "TKG host-bound"),
+                 ("e2e_device_ms_p50", "E2E device ms"),
                  ("compile_s", "compile s"), ("load_s", "load s"),
                  # scoring workloads (harness.workloads.scoring); columns no benchmark has are dropped
                  ("workload", "workload"), ("variants_per_s", "variants/s"), ("scored_kbp_per_s", "scored kbp/s"),
@@ -83,13 +95,13 @@ def versions(manifest: dict[str, Any]) -> list[tuple[str, str]]:
     nxdi = manifest.get("nxdi") if isinstance(manifest.get("nxdi"), dict) else {}
     rows = [(label, str(installed.get(package) or (nxdi.get(key) if key else None) or NOT_INSTALLED))
             for label, package, key in VERSION_ROWS]
-    return rows + [("harness sha", str(manifest.get("harness_git_sha") or "not recorded"))]
+    return rows + [("harness sha", harness_revision(manifest))]
 
 
 def hardware_line(manifest: dict[str, Any]) -> str:
     hw = manifest.get("hardware") if isinstance(manifest.get("hardware"), dict) else {}
     name = hw.get("name") if hw else manifest.get("hardware")  # identity-only manifests name it
-    parts = [str(name or "not recorded")]
+    parts = [str(name or "not recorded")] + [line for line in [device_line(manifest)] if line]
     if manifest.get("cpu_model"):
         parts.append(f"host CPU {manifest['cpu_model']} ({manifest.get('cpu_count')} CPUs)")
     if hw.get("memory_bandwidth_gbps"):
@@ -132,12 +144,26 @@ def gates_summary(results: list[BenchResult]) -> str:
 
 
 def verdict(results: list[BenchResult]) -> tuple[str, list[str]]:
-    """PASS / FAIL over every gated benchmark, the failing ones named; NOT GATED when none was."""
+    """PASS / FAIL over every gated benchmark, the failing ones named (a test that failed after it was
+    timed fails the run too); NOT GATED when none was gated."""
     gated = [(r.name, gate_cell(r.extra)[1]) for r in results]
     failing = [name for name, ok in gated if ok is False]
+    failing += [name for name in failed_tests(results) if name not in failing]
     if failing:
         return "FAIL", failing
     return ("PASS" if any(ok for _, ok in gated) else "NOT GATED"), []
+
+
+def verdict_detail(results: list[BenchResult]) -> str:
+    """What follows the verdict: ``(2 benchmark(s) failed a gate: ...; 1 test(s) failed: ...)``, or nothing."""
+    _, failing = verdict(results)
+    tests = set(failed_tests(results))
+    by_gate = [f for f in failing if gate_cell(next(r.extra for r in results if r.name == f))[1] is False]
+    parts = ([f"{len(by_gate)} benchmark(s) failed a gate: " + ", ".join(f.split("::")[-1] for f in by_gate)]
+             if by_gate else [])
+    others = [f for f in failing if f not in by_gate and f in tests]
+    parts += [f"{len(others)} test(s) failed: " + ", ".join(f.split("::")[-1] for f in others)] if others else []
+    return f"({'; '.join(parts)})" if parts else ""
 
 
 def _table(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -153,8 +179,12 @@ def _rows_with_gates(results: list[BenchResult]) -> list[dict[str, Any]]:
     for row, result in zip(rows, results):
         cell, passed = gate_cell(result.extra)
         row["gate"], row["passed"] = cell, passed
+        why = failure(result.extra)
         if passed is False:
             row["benchmark"] = f"**FAIL** {row['benchmark']}"
+        elif why is not None:  # timed, then failed outside a gate (an assertion): a row that says so, not a blank
+            row["benchmark"], row["passed"] = f"**FAILED** {row['benchmark']}", False
+            row["gate"] = f"{FAILED}: {why}" + (f"; {cell}" if cell else "")
     return rows
 
 
@@ -168,12 +198,12 @@ def markdown(results: list[BenchResult], manifest: dict[str, Any] | None = None)
     table = "\n".join(lines) + "\n"
     if manifest is None:
         return table
-    word, failing = verdict(results)
-    head = [f"# {TITLE}", "", f"**Verdict: {word}**" + (f" ({len(failing)} benchmark(s) failed a gate: "
-                                                        + ", ".join(f.split("::")[-1] for f in failing) + ")"
-                                                        if failing else ""), "",
-            f"**Gates:** {gates_summary(results)}", "",
-            f"**Hardware:** {hardware_line(manifest)}", "", "| component | version |", "|---|---|"]
+    word, detail = verdict(results)[0], verdict_detail(results)
+    ungated = not_gated_line(results, manifest)
+    head = [f"# {TITLE}", "", f"**Verdict: {word}**" + (f" {detail}" if detail else ""), "",
+            f"**Gates:** {gates_summary(results)}", ""] + ([f"**Not gated:** {ungated}", ""] if ungated else []) + [
+            f"**Hardware:** {hardware_line(manifest)}", "", f"**Device time:** {device_time_line(results)}", "",
+            "| component | version |", "|---|---|"]
     head += [f"| {label} | {version} |" for label, version in versions(manifest)]
     return "\n".join(head) + "\n\n## Results\n\n" + table
 
@@ -183,14 +213,17 @@ def html_page(results: list[BenchResult], manifest: dict[str, Any], plot_png: by
     hardware, the versions and the table, failing rows marked."""
     esc = html.escape
     word, failing = verdict(results)
+    ungated = not_gated_line(results, manifest)
     rows = _rows_with_gates(results)
     columns = _table(rows)
     colour = {"PASS": "#1e7b34", "FAIL": "#b3261e"}.get(word, "#8a6d00")
     body = [f"<h1>{esc(TITLE)}</h1>",
             f'<p id="verdict" class="verdict" style="background:{colour}">Verdict: {esc(word)}'
-            + (f" &mdash; {len(failing)} benchmark(s) failed a gate" if failing else "") + "</p>",
+            + (f" &mdash; {len(failing)} benchmark(s) failed" if failing else "") + "</p>",
             f'<p id="gates"><b>Gates:</b> {esc(gates_summary(results))}</p>',
+            *([f'<p id="not-gated"><b>Not gated:</b> {esc(ungated)}</p>'] if ungated else []),
             f"<p><b>Hardware:</b> {esc(hardware_line(manifest))}</p>",
+            f"<p><b>Device time:</b> {esc(device_time_line(results))}</p>",
             '<table class="versions"><tr><th>component</th><th>version</th></tr>'
             + "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in versions(manifest)) + "</table>",
             "<h2>Results</h2>", '<table id="results"><tr>' + "".join(f"<th>{esc(h)}</th>" for _, h in columns)
@@ -218,7 +251,7 @@ def _stack_title(manifest: dict[str, Any] | None) -> str:
     name = hw.get("name") if isinstance(hw, dict) else hw
     stack = ", ".join(f"{k} {v}" for k, v in versions(manifest) if v not in (NOT_INSTALLED, "not recorded")
                       and k != "harness sha")
-    sha = str(manifest.get("harness_git_sha") or "")[:10]
+    sha = str(manifest.get("harness_git_sha") or "")[:10] or str(manifest.get("harness_version") or "")
     return f"\n{name or 'hardware not recorded'}; {stack}" + (f"; harness {sha}" if sha else "")
 
 

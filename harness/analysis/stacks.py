@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.analysis.crossstack import ABSENT, cross_stack_section, same_stack_flags
+
 SERVED = "openai"
 # The static batch's end-to-end latency: under a busy neighbour core vLLM's CPU frontend streamed a whole
 # batch in one burst (TTFT ~ E2EL ~1 s, TPOT 0.05 ms in CI's A/A check), so TTFT and TPOT are reported and
@@ -40,19 +42,6 @@ MEASURED_BY = {
     "median_e2el_ms": {"neuron": "one generate() of the batch", "hf": "one generate() of the batch",
                     "openai": "the batch's concurrent requests, first sent to last token"},
 }
-
-# Configuration fields that mean the same across stacks: (NxDI InferenceConfig path, vLLM server arg)
-CROSS_STACK_FIELDS = (
-    ("neuron_config.tp_degree", "args.tensor_parallel_size"),
-    ("neuron_config.seq_len", "args.max_model_len"),
-    ("neuron_config.max_batch_size", "args.max_num_seqs"),
-    ("neuron_config.max_context_length", "args.max_num_batched_tokens"),
-    ("neuron_config.torch_dtype", "args.dtype"),
-    ("neuron_config.on_device_sampling_config.top_k",
-     "args.additional_config.neuron_config.on_device_sampling_config.top_k"),
-    ("neuron_config.enable_bucketing", "args.additional_config.neuron_config.enable_bucketing"),
-)
-
 
 @dataclass(frozen=True)
 class StackPair:
@@ -79,6 +68,21 @@ class StackPair:
         if not self.served:
             return list(single_stack)
         return [m for m in SERVED_GATED if isinstance(figures.get(m), (int, float))]
+
+    def comparable(self, changed: list[dict[str, str]], improved: list[str], base: Mapping[str, Any],
+                   new: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[str], list[dict[str, str]]]:
+        """Outcome changes split by what two stacks can compare: across stacks, a test that ran (passed)
+        on one side and was skipped on the other is one that exists on one stack only (the NxDI CPU tier
+        on a served side, a prefill timing on a server), listed as not comparable, never an outcome change;
+        a failure, an error or a missing test still is. One stack: nothing is set aside (a new skip there
+        is a release that stopped running a test). Returns (changed, improved, not comparable)."""
+        if not self.mixed:
+            return changed, improved, []
+        across = [{**c, "stack": self.candidate} for c in changed if c["candidate"] == "skipped"]
+        across += [{"test": t, "baseline": base[t].outcome, "candidate": "passed", "message": base[t].message,
+                    "stack": self.baseline} for t in improved if base[t].outcome == "skipped"]
+        return ([c for c in changed if c["candidate"] != "skipped"],
+                [t for t in improved if base[t].outcome != "skipped"], sorted(across, key=lambda c: c["test"]))
 
     def describe(self) -> list[str]:
         """The verdict's "Figures across stacks" section."""
@@ -112,7 +116,6 @@ def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-ABSENT = "(absent)"
 # what names one server instance, not how it is configured
 VOLATILE = ("args.port", "args.host", "endpoint")
 
@@ -130,12 +133,6 @@ def config_diff(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[s
             if k not in VOLATILE and not _same(a.get(k, ABSENT), b.get(k, ABSENT))]
 
 
-def cross_stack_fields(nxdi: Mapping[str, Any], vllm: Mapping[str, Any]) -> list[tuple[str, str, Any, Any]]:
-    """The fields that mean the same in an NxDI config and a vLLM server's arguments, side by side."""
-    a, b = flatten(nxdi), flatten(vllm)
-    return [(x, y, a.get(x, ABSENT), b.get(y, ABSENT)) for x, y in CROSS_STACK_FIELDS]
-
-
 def drift(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None, stacks: StackPair,
           limit: int = 60) -> tuple[dict[str, Any], list[str]]:
     """The verdict's "Configuration drift": every differing field on one stack, the mapped fields across
@@ -148,12 +145,12 @@ def drift(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None, stacks:
     lines = ["### Configuration drift", ""]
     if stacks.mixed and {stacks.baseline, stacks.candidate} == {"neuron", SERVED}:
         nxdi, vllm = (base, new) if stacks.baseline == "neuron" else (new, base)
-        fields = cross_stack_fields(nxdi, vllm)
-        lines += ["Fields that mean the same on both stacks (each stack's other fields are its own):", "",
-                  "| NxDI | vLLM | NxDI value | vLLM value |", "|---|---|---|---|"]
-        lines += [f"| `{a}` | `{b}` | {x} | {y} |" for a, b, x, y in fields]
-        return {"compared": True, "cross_stack": [list(f) for f in fields]}, lines + [""]
+        found, section = cross_stack_section(nxdi, vllm)
+        return found, lines + section
     diff = config_diff(base, new)
+    flagged = [] if stacks.mixed else same_stack_flags(base, new, stacks.baseline)
+    if flagged:
+        lines += [f"**{len(flagged)} setting(s) that change what is computed differ**: " + "; ".join(flagged) + ".", ""]
     lines.append(f"{len(diff)} field(s) differ (defaults included; {', '.join(VOLATILE)} are each instance's own)"
                  + (":" if diff else "."))
     if diff:
@@ -161,4 +158,4 @@ def drift(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None, stacks:
         lines += [f"| `{k}` | {str(a)[:80]} | {str(b)[:80]} |" for k, a, b in diff[:limit]]
         if len(diff) > limit:
             lines.append(f"| ... {len(diff) - limit} more in verdict.json | | |")
-    return {"compared": True, "differences": [list(d) for d in diff]}, lines + [""]
+    return {"compared": True, "differences": [list(d) for d in diff], "flagged": flagged}, lines + [""]

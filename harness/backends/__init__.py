@@ -18,18 +18,25 @@ from harness.core.spec import RunShape
 def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",
                 dtype: str = "auto", cache_dir: Path | None = None, variants: tuple[str, ...] = (),
                 hardware: str = "trn2.3xlarge", neuron_cpu: bool = False, nxdi_source: Path | None = None,
-                endpoint: Any = None) -> Engine:
+                endpoint: Any = None, hf_compile: bool = False) -> Engine:
     if backend == "hf":
         from harness.backends.hf import HFEngine
 
         if variants:
             raise BackendError(f"variants {list(variants)} are NxDI compile options: use them with --carbon-backend neuron")
+        if hf_compile:
+            from harness.backends.hf_compiled import CompiledHFEngine
+
+            return CompiledHFEngine(checkpoint, shape, model_name, device=device, dtype=dtype)
         return HFEngine(checkpoint, shape, model_name, device=device, dtype=dtype)
+    if hf_compile:
+        raise BackendError(f"--carbon-hf-compile compiles the transformers backend, not {backend!r}: use it with "
+                           "--carbon-backend hf")
     if backend == "neuron":
         from harness.backends.neuron.engine import NeuronEngine
 
         return NeuronEngine(checkpoint, shape, model_name, cache_dir=cache_dir, variants=variants, hardware=hardware,
-                            cpu=neuron_cpu, nxdi_source=nxdi_source)
+                            cpu=neuron_cpu, nxdi_source=nxdi_source, dtype=dtype)
     if backend == "openai":
         from harness.backends.openai import OpenAIEngine
 

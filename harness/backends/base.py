@@ -12,12 +12,15 @@ import abc
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import torch
 
+from harness.backends.device import DeviceClock
 from harness.carbon.fns import kmer_block
 from harness.carbon.tokenizer import CarbonTokenizer
+from harness.core.errors import BackendCannot
 from harness.core.measure import throughput
 from harness.core.spec import RunShape
 from harness.core.vocab import PAD_TOKEN_ID
@@ -95,35 +98,80 @@ class GenerationResult(GeneratedTokens):
 class ScoredToken:
     """One teacher-forced position: the log-probability of the token that stands there, and the
     ``k`` most likely tokens with theirs (descending), all given the tokens before it. This is what
-    every stack can return alike (a server's prompt logprobs, NxDI's or transformers' logits), so the
-    release check's output contract is written in it."""
+    every stack can return alike (a server's prompt or completion logprobs, NxDI's or transformers'
+    logits), so the release check's output contract is written in it (``harness.analysis.contract``).
+
+    ``extra``: the log-probabilities of other named ids (ascending id), which the contract's reference
+    and yardstick carry for the ids a side reported; ``probes``: the log-probabilities at the contract's
+    fixed probe ids (``harness.analysis.contract.probe_ids``), in their order, where the side can give
+    any id's (a server gives only its top-N: none)."""
 
     token: int
     logprob: float
     top: tuple[tuple[int, float], ...]
+    extra: tuple[tuple[int, float], ...] = ()
+    probes: tuple[float, ...] = ()
 
     @property
     def margin(self) -> float:
         """top-1 minus top-2 log-probability: how close the greedy choice was to a tie."""
         return self.top[0][1] - self.top[1][1] if len(self.top) > 1 else math.inf
 
+    @cached_property
+    def _values(self) -> dict[int, float]:
+        return {**dict(self.extra), **dict(self.top), self.token: self.logprob}
+
+    def value(self, token: int) -> float | None:
+        """This position's log-probability of ``token`` where the row holds it (None: not reported)."""
+        return self._values.get(token)
+
     def to_list(self) -> list:
-        return [self.token, self.logprob, [list(t) for t in self.top]]
+        out = [self.token, self.logprob, [list(t) for t in self.top]]
+        if self.extra or self.probes:
+            out += [[list(t) for t in self.extra], list(self.probes)]
+        return out
 
     @classmethod
     def from_list(cls, row: Sequence) -> "ScoredToken":
-        token, logprob, top = row
-        return cls(int(token), float(logprob), tuple((int(i), float(v)) for i, v in top))
+        if not 3 <= len(row) <= 5:
+            raise ValueError(f"a scored row is [token, logprob, top(, extra, probes)], got {len(row)} fields")
+        token, logprob, top, *rest = row
+        extra = tuple((int(i), float(v)) for i, v in rest[0]) if rest else ()
+        probes = tuple(float(v) for v in rest[1]) if len(rest) > 1 else ()
+        return cls(int(token), float(logprob), tuple((int(i), float(v)) for i, v in top), extra, probes)
 
 
-def scored_from_logits(logits: torch.Tensor, tokens: Sequence[int], top_k: int) -> list[ScoredToken]:
+def rounded(value: float) -> float:
+    """A log-probability as the contract stores it: to 1e-7 nats (fp32 stacks differ by ~1e-6)."""
+    return round(float(value), 7)
+
+
+def scored_from_logits(logits: torch.Tensor, tokens: Sequence[int], top_k: int, probe_ids: Sequence[int] = (),
+                       extra_ids: Sequence[Sequence[int]] = ()) -> list[ScoredToken]:
     """``ScoredToken`` rows from logits ``[N, V]`` predicting ``tokens`` (log-softmax in float64, so
-    the reference's rounding is not the side's)."""
-    lp = torch.log_softmax(logits.double(), dim=-1)
+    the reference's rounding is not the side's); ``probe_ids``: the contract's probe ids, read at every
+    row; ``extra_ids``: per row, further ids whose log-probabilities the row carries."""
+    lp = torch.log_softmax(logits.detach().double(), dim=-1)
     values, ids = lp.topk(top_k, dim=-1)
-    return [ScoredToken(int(t), float(lp[i, int(t)]),
-                        tuple((int(j), float(v)) for j, v in zip(ids[i].tolist(), values[i].tolist())))
-            for i, t in enumerate(tokens)]
+    probes = lp[:, list(probe_ids)].tolist() if probe_ids else [[] for _ in tokens]
+    out = []
+    for i, t in enumerate(tokens):
+        top = tuple(zip(ids[i].tolist(), map(rounded, values[i].tolist())))
+        held = set(ids[i].tolist()) | {int(t)}
+        wanted = sorted({int(j) for j in (extra_ids[i] if i < len(extra_ids) else ())} - held)
+        found = lp[i, wanted].tolist() if wanted else []
+        extra = tuple(zip(wanted, map(rounded, found)))
+        out.append(ScoredToken(int(t), rounded(lp[i, int(t)]), top, extra, tuple(map(rounded, probes[i]))))
+    return out
+
+
+def fns_log_marginals(logits: torch.Tensor) -> list[list[float]]:
+    """Per row of logits ``[N, V]``, the 24 FNS log-marginals log P(base b at 6-mer position j) (j-major,
+    bases A C G T), from a softmax over the 6-mer block (``harness.carbon.fns``)."""
+    from harness.carbon.fns import kmer_marginals
+
+    marginals = kmer_marginals(kmer_block(logits.detach()).double().numpy())  # the numpy path: float64 throughout
+    return [[rounded(v) for v in row] for row in torch.log(torch.from_numpy(marginals)).reshape(len(logits), -1).tolist()]
 
 
 @dataclass(frozen=True)
@@ -188,10 +236,52 @@ class Engine(abc.ABC):
         logits = self.continuation_logits(Batch.from_ids([list(prompt)]), torch.tensor([list(continuation)]))
         return scored_from_logits(logits, continuation, top_k)
 
+    def score(self, prompt: Sequence[int], continuation: Sequence[int], top_k: int, probe_ids: Sequence[int] = (),
+              fns: bool = False) -> tuple[list[ScoredToken], list[list[float]] | None]:
+        """``scored`` with the contract's probe ids read at every row, and (``fns``) each row's 24 FNS
+        log-marginals: what ``harness.workloads.contract`` asks of a side. This default reads
+        ``continuation_logits``; a server that returns only its top-N overrides it (no probes)."""
+        logits = self.continuation_logits(Batch.from_ids([list(prompt)]), torch.tensor([list(continuation)]))
+        return scored_from_logits(logits, continuation, top_k, probe_ids), fns_log_marginals(logits) if fns else None
+
+    def generate_until_eos(self, prompt: Sequence[int], max_new_tokens: int, eos_token_id: int) -> list[int]:
+        """Greedy tokens of one prompt through the stack's own stopping rule with ``eos_token_id`` as
+        its EOS: the tokens up to and including the first EOS (all ``max_new_tokens`` without one). The
+        output contract checks that a stack honours EOS when it is not ignored."""
+        raise BackendCannot(f"{type(self).__name__} has no EOS-honouring generation")
+
+    def decode_path(self, prompt: Sequence[int], max_new_tokens: int, top_k: int,
+                    fns: bool = False) -> tuple[list[int], list[ScoredToken], list[list[float]] | None] | None:
+        """The greedy continuation of ``prompt`` with what the stack's decode steps computed for each token
+        it generated (and, ``fns``, each row's 24 FNS log-marginals), where the stack reports that apart from
+        a teacher-forced pass: a server's completion logprobs. None (this default): the stack's teacher-forced
+        rows already run through its decode step (NxDI, transformers: ``continuation_logits``)."""
+        return None
+
+    def generate_padded(self, prompt: Sequence[int], max_new_tokens: int, pad: int, pad_id: int) -> list[int]:
+        """Greedy tokens of ``prompt`` as a padded row: right-padded with ``pad`` ids ``pad_id`` (attention
+        mask 0 there), as a static batch pads its shorter rows. A server overrides it (it never pads)."""
+        self.reset()
+        batch = Batch(torch.tensor([[*prompt, *[pad_id] * pad]]), torch.tensor([[1] * len(prompt) + [0] * pad]))
+        out = self.generate(batch, max_new_tokens).tokens[0].tolist()
+        self.reset()
+        return out
+
     @property
     def steps_left(self) -> int:
         """Decode steps the compiled shape still has room for (0 before any prefill)."""
         return 0
+
+    def synchronize(self) -> None:
+        """Wait until the work this engine queued on its device is done. A call on an asynchronous
+        device (CUDA) returns once its work is queued: every timed call waits here at its start and
+        end (``harness.plugin.timing``), else a timer reads the launch and the next call pays for it.
+        Engines whose calls finish before returning (CPU, NxDI, a server's responses) need nothing."""
+
+    def device_clock(self) -> DeviceClock | None:
+        """The device's own clock (``harness.backends.device``): CUDA events and kernel time beside the
+        wall time; None where there is none (a CPU: its wall time is its device time)."""
+        return None
 
     def reset(self) -> None:
         """Forget the KV cache (between runs)."""

@@ -7,19 +7,23 @@ right-padded rows get their own position ids, so every row generates what it wou
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector
+from harness.backends.device import DeviceClock, device_clock_for
 from harness.carbon.fns import KMER_START, KMERS
 from harness.core.errors import BackendError
 from harness.core.measure import Timer
 from harness.core.spec import RunShape
+from harness.core.vocab import PAD_TOKEN_ID
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -57,6 +61,13 @@ def default_dtype(device: torch.device) -> str:
     return "bf16" if device.type == "cuda" else "fp32"
 
 
+def cache_argument(decoder: Any) -> str:
+    """The name under which the installed transformers' decoder takes a KV cache: ``cache`` where its
+    forward has it (5.x: ``past_key_values`` warns at every call that it goes in 5.40), else
+    ``past_key_values`` (4.57, the Trn2 stack's)."""
+    return "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+
+
 # Loaded models by (checkpoint, dtype, device): engines of several shapes share one copy of the
 # weights (an 8B model in fp32 is 33 GB; one copy per shape would not fit). Weak values: a model
 # goes when its last engine closes.
@@ -92,7 +103,8 @@ class HFEngine(Engine):
             if share_weights:
                 _LOADED[key] = model
         self.model = model
-        self._sync()
+        self._cache_arg = cache_argument(model.model)
+        self.synchronize()
         load_s = time.perf_counter() - start
         self.info = EngineInfo("hf", model_name, str(checkpoint), shape.name, str(self.device), dtype, load_s,
                                extra={"attn_implementation": getattr(self.model.config, "_attn_implementation", None),
@@ -101,12 +113,28 @@ class HFEngine(Engine):
         self.reset()
 
     # -- helpers ----------------------------------------------------------------------------
-    def _sync(self) -> None:
+    def synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    def device_clock(self) -> DeviceClock | None:
+        return device_clock_for(self.device)
+
     def _timer(self) -> Timer:
-        return Timer(self._sync)
+        return Timer(self.synchronize)
+
+    def _new_cache(self, batch_size: int) -> Any:
+        """The KV cache a prefill starts (eager: transformers' growing DynamicCache)."""
+        from transformers import DynamicCache
+
+        return DynamicCache()
+
+    def _decoder(self, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> Any:
+        """The decoder over the engine's KV cache, passed under the name the installed transformers
+        takes (``cache_argument``); the cache is updated in place (read back from the output, a
+        renamed attribute would warn as well)."""
+        return self.model.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                                use_cache=True, **{self._cache_arg: self._cache})
 
     def reset(self) -> None:
         self._cache = None
@@ -126,13 +154,9 @@ class HFEngine(Engine):
     def _forward_last(self, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
                       rows_last: torch.Tensor) -> torch.Tensor:
         """Logits [B, V] of one position per row (only those go through the lm head)."""
-        from transformers import DynamicCache
-
         if self._cache is None:
-            self._cache = DynamicCache()
-        out = self.model.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                               past_key_values=self._cache, use_cache=True)
-        self._cache = out.past_key_values
+            self._cache = self._new_cache(input_ids.shape[0])
+        out = self._decoder(input_ids, mask, positions)
         hidden = out.last_hidden_state[torch.arange(input_ids.shape[0], device=self.device), rows_last]
         return self.model.lm_head(hidden)
 
@@ -174,9 +198,7 @@ class HFEngine(Engine):
             raise RuntimeError(f"{n} tokens do not fit: {self.steps_left} positions left at seq_len={self.shape.seq_len}")
         self._mask = torch.cat([self._mask, torch.ones(bsz, n, dtype=self._mask.dtype, device=self.device)], dim=1)
         positions = (self._lengths + self._steps).unsqueeze(1) + torch.arange(n, device=self.device)
-        out = self.model.model(input_ids=tokens.to(self.device), attention_mask=self._mask, position_ids=positions,
-                               past_key_values=self._cache, use_cache=True)
-        self._cache = out.past_key_values
+        out = self._decoder(tokens.to(self.device), self._mask, positions)
         self._steps += n
         return self.model.lm_head(out.last_hidden_state)
 
@@ -215,6 +237,15 @@ class HFEngine(Engine):
                 tkg.append(step.ms)
         self._next = tokens[-1]
         return GenerationResult(torch.stack(tokens, dim=1).cpu(), cte.ms, tkg, total.ms)
+
+    @torch.inference_mode()
+    def generate_until_eos(self, prompt: Sequence[int], max_new_tokens: int, eos_token_id: int) -> list[int]:
+        """Through transformers' own ``generate`` (its stopping criteria, as a team's code would call it),
+        greedy, with ``eos_token_id`` as EOS."""
+        ids = torch.tensor([list(prompt)], device=self.device)
+        out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                                  do_sample=False, eos_token_id=eos_token_id, pad_token_id=PAD_TOKEN_ID)
+        return out[0, ids.shape[1]:].tolist()
 
     @torch.inference_mode()
     def continuation_logits(self, batch: Batch, continuation: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, ScoredToken, Selector
@@ -26,6 +27,7 @@ from harness.serving.client import (
     run_async,
     stream_completion,
 )
+from harness.serving.generated import Generated, IdsNotHonoured, generate_with_logprobs, kmer_decode_logprobs
 from harness.serving.metrics import failure_summary
 from harness.serving.scoring import ScoringEndpoint, kmer_logprobs
 
@@ -120,6 +122,95 @@ class OpenAIEngine(Engine):
             out.append(ScoredToken(token, row[token], top))
         return out
 
+    def score(self, prompt: Sequence[int], continuation: Sequence[int], top_k: int, probe_ids: Sequence[int] = (),
+              fns: bool = False) -> tuple[list[ScoredToken], list[list[float]] | None]:
+        """Teacher-forced rows from the server's prompt logprobs (its top ``top_k``): no probe ids (a server
+        reports only its top-N), and no FNS marginals (the top-N of a prefill may leave 6-mers out: this
+        side's marginals come from its decode path, ``decode_path``)."""
+        return self.scored(prompt, continuation, top_k), None
+
+    def decode_path(self, prompt: Sequence[int], max_new_tokens: int, top_k: int,
+                    fns: bool = False) -> tuple[list[int], list[ScoredToken], list[list[float]] | None]:
+        """The decode path (``decoded``) and, ``fns``, its FNS marginals where the server can name ids
+        (``decoded_fns``: vLLM >= 0.32), else none."""
+        greedy, rows = self.decoded(prompt, max_new_tokens, top_k)
+        marginals = None
+        if fns:
+            try:
+                marginals = self.decoded_fns(prompt, greedy)
+            except IdsNotHonoured:
+                marginals = None  # an older server names no ids: the FNS rule reads none on this side
+        return greedy, rows, marginals
+
+    def generate_padded(self, prompt: Sequence[int], max_new_tokens: int, pad: int, pad_id: int) -> list[int]:
+        """A server never pads (``beside_longer``): the row is decoded beside one ``pad`` tokens longer,
+        as a static batch would have padded it to."""
+        longer = [*prompt, *prompt[-pad:]] if pad else list(prompt)
+        return self.beside_longer(prompt, max_new_tokens, longer, 1)[0]
+
+    def decoded(self, prompt: Sequence[int], max_new_tokens: int, top_k: int = 2) -> tuple[list[int], list[ScoredToken]]:
+        """The decode path: one greedy completion and, for each token it generated, the log-probability and
+        top ``top_k`` the server computed at that decode step (completion ``logprobs``), never a prefill of
+        the same tokens (``scored``), which would leave a decode-only defect unseen."""
+        self._refuse_generation()
+        self.shape.validate_request(len(prompt), max_new_tokens, 1)
+        out = self._complete([int(t) for t in prompt], max_new_tokens, top_k)
+        if len(out.token_ids) != max_new_tokens:
+            raise ServingError(f"{self.endpoint.url} generated {len(out.token_ids)} tokens with ignore_eos, asked for "
+                               f"{max_new_tokens} (finish_reason {out.finish_reason!r})")
+        return list(out.token_ids), rows_of(out, top_k)
+
+    def decoded_fns(self, prompt: Sequence[int], greedy: Sequence[int]) -> list[list[float]]:
+        """The 24 FNS log-marginals (j-major, A C G T) at the generated positions of ``prompt``'s decode path
+        (``greedy``: its tokens, from ``decoded``), from every 6-mer's exact log-probability there
+        (``harness.serving.generated.kmer_decode_logprobs``: as many positions as its requests all decoded
+        ``greedy``); a softmax over the 6-mers never sees the constant by which log-probabilities differ
+        from logits."""
+        from harness.carbon.fns import kmer_marginals
+        from harness.core.vocab import DnaLayout
+
+        async def go() -> np.ndarray:
+            async with client_session(self.endpoint) as http:
+                return await kmer_decode_logprobs(http, self.endpoint, [int(t) for t in prompt], len(greedy),
+                                                  DnaLayout().kmer_start_id, NUM_KMERS, greedy)
+
+        table = run_async(go())
+        return np.log(kmer_marginals(table)).reshape(len(table), -1).round(7).tolist()
+
+    def _complete(self, prompt: list[int], max_new_tokens: int, top_k: int, **extra) -> Generated:
+        async def go() -> Generated:
+            async with client_session(self.endpoint) as http:
+                return await generate_with_logprobs(http, self.endpoint, prompt, max_new_tokens, top_k, **extra)
+
+        return run_async(go())
+
+    def generate_until_eos(self, prompt: Sequence[int], max_new_tokens: int, eos_token_id: int) -> list[int]:
+        """Greedy tokens through the server's own stopping rule, EOS not ignored: a client names its EOS
+        for one request as ``stop_token_ids`` (the server's tokenizer EOS is fixed at its start), and the
+        server must stop at it, the EOS included."""
+        self._refuse_generation()
+        out = self._complete([int(t) for t in prompt], max_new_tokens, 1, ignore_eos=False,
+                             stop_token_ids=[int(eos_token_id)])
+        return list(out.token_ids)
+
+    def beside_longer(self, prompt: Sequence[int], max_new_tokens: int, longer: Sequence[int],
+                      top_k: int = 2) -> tuple[list[int], list[ScoredToken]]:
+        """What padding is on a server: none is ever sent (a pad id would be a real token of the context);
+        the rows of a batch go as concurrent requests, and the scheduler runs a shorter row in the same
+        steps as a longer one (its own positions and KV slots beside the other's), where a static batch
+        would right-pad it. So ``prompt``'s decode path sent at once with ``longer`` (whose own output is
+        dropped): it must be what ``prompt`` gives alone."""
+        self._refuse_generation()
+
+        async def go() -> list[Generated]:
+            async with client_session(self.endpoint) as http:
+                return list(await asyncio.gather(*(generate_with_logprobs(http, self.endpoint, [int(t) for t in ids],
+                                                                          max_new_tokens, top_k)
+                                                   for ids in (prompt, longer))))
+
+        batched = run_async(go())[0]
+        return list(batched.token_ids), rows_of(batched, top_k)
+
     def kmer_logits(self, batch: Batch) -> torch.Tensor:
         """The 6-mer log-probabilities ``[B, T, 4096]`` at every position of the prompts: the 6-mer logits
         less one constant per position, which the FNS marginals never see, so every score equals the one
@@ -137,3 +228,10 @@ class OpenAIEngine(Engine):
         for i, block in enumerate(run_async(go())):
             out[i, : lengths[i]] = torch.from_numpy(block).float()
         return out
+
+
+def rows_of(out: Generated, top_k: int) -> list[ScoredToken]:
+    """A completion's decode-path rows, as every stack's contract rows: each token, its log-probability and
+    the top ``top_k``."""
+    return [ScoredToken(t, lp, top[:top_k]) for t, lp, top in zip(out.token_ids, out.logprobs, out.top)]
+

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from harness.carbon.qwen3 import builtin_tokenizer_dir
+from harness.carbon.safetensors_bf16 import float32_to_bf16_bits, safetensors_header  # noqa: F401 (API)
 from harness.core.spec import ModelSpec, get_model
 from harness.core.storage import (
     COMPLETE_MARKER,
@@ -55,13 +56,6 @@ def stderr_progress(message: str) -> None:
     print(f"[carbon-harness] {message}", file=sys.stderr, flush=True)
 
 
-def float32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
-    """Round-to-nearest-even float32 -> bfloat16 bit patterns (uint16), as torch does."""
-    bits = x.astype(np.float32, copy=False).view(np.uint32)
-    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-    return (rounded >> np.uint32(16)).astype(np.uint16)
-
-
 def init_std(name: str, shape: tuple[int, ...]) -> float:
     """Embeddings N(0, 0.02); projections N(0, 1/sqrt(fan_in)) so that, behind the pre-norms,
     attention and MLP outweigh the token embedding and greedy output depends on the whole
@@ -83,18 +77,6 @@ def _tensor_stream(shape: tuple[int, ...], name: str, seed: int, index: int):
     for start in range(0, n, CHUNK_ELEMENTS):
         chunk = rng.standard_normal(min(CHUNK_ELEMENTS, n - start), dtype=np.float32) * std
         yield float32_to_bf16_bits(chunk).tobytes()
-
-
-def safetensors_header(shapes: dict[str, tuple[int, ...]], metadata: dict[str, str]) -> bytes:
-    offsets, header, pos = {}, {"__metadata__": metadata}, 0
-    for name, shape in shapes.items():
-        nbytes = int(np.prod(shape)) * 2
-        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [pos, pos + nbytes]}
-        offsets[name] = pos
-        pos += nbytes
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * ((-len(raw)) % 8)  # safetensors aligns the data section to 8 bytes
-    return struct.pack("<Q", len(raw)) + raw
 
 
 def write_weights(spec: ModelSpec, path: Path, seed: int, progress: Progress | None = None) -> None:
@@ -158,6 +140,10 @@ def populate(spec: ModelSpec, out: Path, seed: int, config_only: bool, progress:
                                         "config_only": config_only, "spec_digest": spec_digest(spec, seed)})
     if not config_only:
         write_weights(spec, out / WEIGHTS_FILE, seed, progress)
+        if spec.trained:
+            from harness.carbon.training import train_in_place
+
+            train_in_place(spec, out, seed, out / PROVENANCE_FILE, progress)
     write_manifest(out)
 
 
@@ -165,6 +151,10 @@ def spec_digest(spec: ModelSpec, seed: int) -> str:
     """What a synthetic checkpoint's bytes depend on: the config it writes, the seed and the writer."""
     key = {"hf_config": spec.hf_config(), "seed": seed, "writer": WRITER_VERSION,
            "tensors": {k: list(v) for k, v in spec.tensor_shapes().items()}}
+    if spec.trained:
+        from harness.carbon.training import Recipe
+
+        key["trained"] = Recipe().key()
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 
 

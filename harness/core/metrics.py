@@ -18,6 +18,9 @@ SPECULATIVE_FIGURES = ("spec_acceptance_rate", "spec_tokens_per_step", "spec_dra
 
 FIGURES = ("cte_ms_p50", "cte_ms_p99", "tkg_ms_p50", "tkg_ms_p99", "e2e_ms_p50", "tokens_per_s", "bp_per_s",
            "kbp_per_s", "valid_dna_fraction", "tkg_roofline_fraction",
+           # on a device with its own clock (CUDA): harness.plugin.timing
+           "cte_device_ms_p50", "tkg_device_ms_p50", "e2e_device_ms_p50", "cte_host_bound_fraction",
+           "tkg_host_bound_fraction",
            # scoring workloads: computed by harness.workloads.scoring.scoring_figures
            "variants_per_s", "scored_kbp_per_s", "usd_per_million_variants", "scoring_ms_p50")
 # Every figure some benchmark reports to the gate, with its direction: "max" where lower is better
@@ -27,6 +30,10 @@ METRICS: dict[str, str] = {
     "cte_ms_p50": "max", "cte_ms_p99": "max", "tkg_ms_p50": "max", "tkg_ms_p99": "max", "e2e_ms_p50": "max",
     "tokens_per_s": "min", "bp_per_s": "min", "kbp_per_s": "min", "valid_dna_fraction": "min",
     "tkg_roofline_fraction": "min",
+    # the device's own clock beside the wall time, on a device that has one (harness.plugin.timing: CUDA
+    # events; the busy time from the profiler): absent on a CPU
+    "cte_device_ms_p50": "max", "tkg_device_ms_p50": "max", "e2e_device_ms_p50": "max",
+    "cte_host_bound_fraction": "max", "tkg_host_bound_fraction": "max",
     "compile_s": "max", "load_s": "max",  # tests/perf/test_compile.py (neuron)
     "dna_encode_speedup": "min", "mixed_encode_speedup": "min",  # tests/perf/test_tokenizer_speed.py
     # serving, under vLLM's names (harness.serving.metrics; static-batch backends report them too)
@@ -52,3 +59,10 @@ EXTRA_SHAPE_LABELS = (
     "serving-speculative-ends", *(f"serving-speculative-{draft}" for draft in (*MODELS, "self")),
 )
 DECODINGS = ("fns",)  # test_suites gates "<shape>-<decoding>" for non-direct decoding
+# An engine compiled by --carbon-hf-compile gates under "<label>-compiled": its figures are another
+# engine's than the eager one's, and one bound for both would be wrong for one of them.
+COMPILED = "compiled"
+
+
+def compiled_label(shape: str) -> str:
+    return f"{shape}-{COMPILED}"

@@ -19,8 +19,11 @@ Student's t on ``n - 1`` degrees of freedom at each look ``n``:
 - **PASS** needs a large change to be ruled out: the one-sided upper bound at ``1 - beta / looks``
   lies under ``resolve`` (default 30%), or under the figure's absolute floor.
 - A decided figure stays decided. The check stops at the first look where none is open; a figure
-  still open at ``max_pairs`` is **unresolved**, and the verdict fails saying so: a gate never
-  passes for lack of evidence.
+  still open at ``max_pairs`` is **unresolved**, and the verdict is INCONCLUSIVE saying so (and what
+  would decide it, ``pairs_to_decide`` / ``spread_to_decide``): a gate never passes for lack of
+  evidence, nor calls the lack of it a regression.
+- A figure that lost pairs gets a last look at the final round with what it has, if that is at least
+  ``min_pairs`` (no look, early or late, stands on fewer pairs than the design's first).
 
 Pure numbers (no I/O): ``harness.release.rounds`` asks it after every pair whether to go on,
 ``harness.analysis.verdict`` replays it on the evidence, and ``python -m harness.release.power``
@@ -162,7 +165,8 @@ def decide(series: Sequence[Series], design: Design, rounds_done: int, final: bo
             counts[i] += any(kk == k for kk, _ in s.pairs)
             # a figure that lost pairs (a round that left nothing) gets its last look at the final round,
             # with what it has: it never reaches max_pairs, and must not be left open for that
-            late = last and k == rounds_done and counts[i] >= 3 and (not d.looks or d.looks[-1] != counts[i])
+            late = (last and k == rounds_done and counts[i] >= design.min_pairs
+                    and (not d.looks or d.looks[-1] != counts[i]))
             if not (counts[i] in looks and (not d.looks or d.looks[-1] != counts[i])) and not late:
                 continue
             logs = [x for kk, x in s.pairs if kk <= k]
@@ -196,3 +200,56 @@ def decide(series: Sequence[Series], design: Design, rounds_done: int, final: bo
 def settled(decisions: Sequence[Decision]) -> bool:
     """No figure is still open: the check can stop adding pairs."""
     return all(d.state != OPEN for d in decisions)
+
+
+def _decides(mean: float, sd: float, n: int, tolerance: float, design: Design, figures: int) -> bool:
+    """Whether a figure whose pairs keep this mean log ratio and spread is decided at ``n`` pairs, by the
+    looks of the design capped at ``n``: FAIL beyond the tolerance at Holm's strictest level, or PASS."""
+    capped = Design(design.min_pairs, max(n, design.min_pairs), design.step, design.alpha, design.beta,
+                    design.resolve, design.legs)
+    k_looks = len(capped.looks)
+    se = sd / math.sqrt(n)
+    ruled_out = math.log1p(max(design.resolve, tolerance))
+    if student_t_cdf((ruled_out - mean) / se, n - 1) > 1.0 - design.beta / k_looks:
+        return True
+    p_fail = 1.0 - student_t_cdf((mean - math.log1p(tolerance)) / se, n - 1)
+    return k_looks * p_fail <= design.fail_alpha / max(figures, 1)
+
+
+def pairs_to_decide(logs: Sequence[float], tolerance: float, design: Design, figures: int = 1,
+                    limit: int = 1000) -> int | None:
+    """About how many pairs would decide a figure still open, were its pairs to keep the mean and
+    spread they have (a rough guide for ``--max-rounds``, not a promise: both move as pairs come).
+    Holm's level is taken as its strictest (``alpha / figures``). None: not within ``limit`` pairs (the
+    change sits at the tolerance, where no count decides it), or the pairs have no spread to go by."""
+    clean = [x for x in logs if math.isfinite(x)]
+    if len(clean) < 2 or len(clean) < len(logs):
+        return None
+    mean, sd = _moments(clean)
+    if sd == 0.0:
+        return None
+    for n in range(max(len(clean) + 1, design.min_pairs), limit + 1):
+        if _decides(mean, sd, n, tolerance, design, figures):
+            return n
+    return None
+
+
+def spread_to_decide(logs: Sequence[float], tolerance: float, design: Design, figures: int = 1) -> float | None:
+    """The spread (sigma of a pair's log ratio) under which a figure with this mean change would be
+    decided at ``design.max_pairs``: what a quieter host must reach. None: no spread decides it (the
+    mean sits exactly at the tolerance), or the pairs have no finite mean."""
+    clean = [x for x in logs if math.isfinite(x)]
+    if len(clean) < 2 or len(clean) < len(logs):
+        return None
+    mean, _ = _moments(clean)
+    n = design.max_pairs
+    k_looks = len(design.looks)
+    ruled_out = math.log1p(max(design.resolve, tolerance))
+    candidates = []
+    if ruled_out > mean:  # PASS: mean + t * sd / sqrt(n) under the change ruled out
+        candidates.append((ruled_out - mean) * math.sqrt(n) / _t_quantile(1.0 - design.beta / k_looks, n - 1))
+    excess = mean - math.log1p(tolerance)
+    level = design.fail_alpha / max(figures, 1) / k_looks
+    if excess > 0 and level < 1:  # FAIL: beyond the tolerance at the Holm-Bonferroni level
+        candidates.append(excess * math.sqrt(n) / _t_quantile(1.0 - level, n - 1))
+    return max(candidates) if candidates else None

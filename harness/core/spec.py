@@ -38,6 +38,7 @@ class ModelSpec:
     hf_name: str = ""
     seed: int = 0  # default seed of its synthetic checkpoint (a draft must not share its target's weights)
     rope_scaling: "RopeScaling | None" = None  # a context extension asked for (None: the published config)
+    trained: bool = False  # its checkpoint is the seeded init trained on Markov DNA (harness.carbon.training)
 
     def with_rope_scaling(self, scaling: "RopeScaling | None") -> "ModelSpec":
         """This architecture with ``scaling`` in its config and the extended max positions."""
@@ -187,6 +188,10 @@ MODELS: dict[str, ModelSpec] = {
         # its own seed so that its weights are unrelated to carbon-tiny's (acceptance ~0).
         ModelSpec("carbon-tiny-draft", 32, 1, 2, 1, 64, 64, True, 500000.0, 1e-6, 8192, hf_name="Carbon-tiny-draft",
                   seed=1),
+        # carbon-tiny trained a few minutes on seeded Markov DNA: logits peaked as a trained model's, where a
+        # random init's are flat (the output contract is calibrated on both)
+        ModelSpec("carbon-tiny-trained", 64, 2, 4, 2, 64, 128, True, 500000.0, 1e-6, 8192,
+                  hf_name="Carbon-tiny-trained", trained=True),
     )
 }
 DEFAULT_MODEL = "carbon-tiny"

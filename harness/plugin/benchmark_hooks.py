@@ -101,6 +101,7 @@ class BenchmarkHooks:
         outcome = yield
         if call.when == "call":
             mark_report(outcome.get_result(), item)
+            record_failure(outcome.get_result(), item)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:
@@ -202,3 +203,22 @@ class BenchmarkHooks:
                 reporter.write_line(line, red=True, bold=True)
             else:
                 sys.stderr.write(line + "\n")
+
+
+def failure_reason(report: Any, limit: int = 300) -> str:
+    """The first line of why a test failed (the assertion's message, a ``pytest.fail`` text), cut to ``limit``."""
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    text = getattr(crash, "message", None) or str(getattr(report, "longrepr", "") or "")
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "no message")
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+
+
+def record_failure(report: Any, item: Any) -> None:
+    """A benchmark whose test failed after its rounds were timed keeps its row in the JSON, with
+    ``outcome: failed`` and why: the report shows a failed row that says so, never a blank one."""
+    fixture = getattr(item, "funcargs", {}).get("benchmark")
+    if fixture is None or not report.failed or getattr(fixture, "stats", None) is None:
+        return
+    fixture.extra_info["outcome"] = "failed"
+    fixture.extra_info["failure"] = failure_reason(report)
+

@@ -15,7 +15,7 @@ import pytest
 from harness.analysis.gates import NO_THRESHOLD, NOT_GATED_KEY, evaluate, ungated
 from harness.backends.base import Engine
 from harness.carbon.tokenizer import CarbonTokenizer
-from harness.core.metrics import METRICS
+from harness.core.metrics import METRICS, compiled_label
 from harness.core.spec import DEFAULT_MODEL, SCORING_SHAPES, RunShape, get_shape
 from harness.plugin.keys import SESSION_KEY, UNGATED_KEY
 from harness.plugin.recording import figure_rounds, short_reason, speed_gate_exemption
@@ -162,12 +162,15 @@ def carbon_gate(carbon_session: Session, pytestconfig: pytest.Config) -> Callabl
     figure it could not gate (the end-of-run tally counts them: ``harness.analysis.gates.tally_gates``).
     A speed is gated only under ``-m perf`` and from at least two rounds (``rounds``: what the figures
     were computed over, when not the benchmark's own timed rounds); otherwise it is recorded as
-    ``"not gated: ..."`` (``harness.plugin.recording.speed_gate_exemption``).
+    ``"not gated: ..."`` (``harness.plugin.recording.speed_gate_exemption``). A compiled engine's figures
+    (its context carries ``compile``: --carbon-hf-compile) gate under ``<shape>-compiled``.
     """
 
     def gate(benchmark: Any, *, model: str, shape: str, figures: Mapping[str, Any],
              context: Mapping[str, Any] | None = None, rounds: int | None = None) -> None:
         hardware = carbon_session.hardware.name
+        if (context or {}).get("compile"):
+            shape = compiled_label(shape)
         benchmark.extra_info.update({"hardware": hardware, **(context or {}), **figures})
         results = evaluate(carbon_session.config.thresholds, hardware, model, shape, figures)
         # speed only under -m perf and from enough rounds (harness.plugin.recording.speed_gate_exemption)

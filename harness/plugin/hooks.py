@@ -39,9 +39,10 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group.addoption("--carbon-shape", action="append", dest="carbon_shapes", metavar="NAME",
                     help="repeatable: smoke, report-bs1 (the defaults), a100-style-bs16, dna-suite-bs1")
     group.addoption("--carbon-device", default="auto", help="hf backend: auto, cpu, cuda or cuda:N")
-    group.addoption("--carbon-dtype", default="auto", help="hf backend: auto (bf16 on GPU, fp32 on CPU), bf16, fp32; openai: the "
-                    "server's dtype, for the output contract's tolerance (auto: fp32 for a server --carbon-serve "
-                    "starts, else unknown)")
+    group.addoption("--carbon-dtype", default="auto", help="hf: the torch dtype, auto (bf16 on GPU, fp32 on CPU), bf16, fp32; "
+                    "neuron: NeuronConfig's torch_dtype, auto (bf16 on a device, fp32 in NxDI's CPU mode), bf16, "
+                    "fp32; openai: the server's dtype, which picks the output contract's criterion (auto: that of a "
+                    "server --carbon-serve starts, else unknown)")
     group.addoption("--carbon-cache-dir", metavar="DIR", default=os.environ.get(CACHE_DIR_ENV, "~/.cache/carbon-harness"),
                     help=f"built checkpoints and compiled artifacts, reused across sessions (env: {CACHE_DIR_ENV})")
     group.addoption("--carbon-thresholds", action="append", metavar="FILE",
@@ -69,6 +70,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                     help=f"an NxDI source checkout (or a folder with neuronx-distributed-inference/ and "
                          f"neuronx-distributed/ side by side) for the NxDI CPU tier, instead of the installed "
                          f"package (env: {NXDI_SOURCE_ENV})")
+    group.addoption("--carbon-hf-compile", action="store_true", default=False,
+                    help="hf backend: a static KV cache and a torch.compile'd decode step (CUDA graphs on a GPU), "
+                         "compiled at load (compile_s); the eager engine stays the reference")
     group.addoption("--carbon-draft", action="append", dest="carbon_drafts", metavar="NAME|PATH|self",
                     help="repeatable: a speculative draft for every --carbon-model (same names and paths as "
                          "--carbon-model, or self: the target drafts for itself); default: carbon-tiny-draft and self")
@@ -140,6 +144,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "speculation_length": config.getoption("carbon_speculation_length"),
         "endpoint": config.getoption("carbon_endpoint"), "served_model": config.getoption("carbon_served_model"),
         "serve": config.getoption("carbon_serve"), "serve_timeout": config.getoption("carbon_serve_timeout"),
+        "hf_compile": config.getoption("carbon_hf_compile"),
     }
     try:
         harness_config = make_config(options, Path(str(config.rootpath)))
@@ -185,7 +190,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     cfg = session.config
     models = ", ".join(f"{m.label} ({m.path or 'synthetic, cache'})" for m in cfg.models)
     lines = [
-        f"carbon-harness: backend={cfg.backend} device={cfg.device} dtype={cfg.dtype} hardware={cfg.hardware_name}",
+        f"carbon-harness: backend={cfg.backend} device={cfg.device} dtype={cfg.dtype} hardware={cfg.hardware_name}"
+        + (" compile=static cache + torch.compile decode" if cfg.hf_compile else ""),
         f"carbon-harness: models={models}",
         f"carbon-harness: shapes={', '.join(s.name for s in cfg.shapes)} runs={cfg.runs} warmup={cfg.warmup} "
         f"thresholds={len(cfg.thresholds)} from {', '.join(cfg.threshold_files) or 'none'} cache={cfg.cache_dir}",

@@ -1,5 +1,6 @@
 """``carbon-harness release-check``: its options, checked before anything runs, and its exit codes
-(0 PASS, 1 FAIL, 2 a usage or environment error, such as a baseline that cannot run)."""
+(``harness.core.verdicts``: 0 PASS, 1 FAIL, 3 INCONCLUSIVE; 2 a usage or environment error, such as a
+baseline that cannot run)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ from harness.core.options import (
 )
 from harness.core.sequential import Design
 from harness.core.storage import atomic_write_json, atomic_write_text
+from harness.core.verdicts import exit_code
 from harness.release.errors import ReleaseCheckError
 from harness.release.plan import CONFORMANCE_MARKERS, CheckPlan, Side
 from harness.release.run import run_check
 
 BACKENDS = ("neuron", "hf", "openai")
+DTYPES = ("fp32", "bf16")  # those the output contract has a calibrated criterion for
 MIN_ROUNDS = 3  # a between-round interval needs at least two degrees of freedom to mean anything
 # The sequential design's defaults (harness.core.sequential; README "Gate power": what they resolve at
 # the noise measured on a 2-core CPU box, quiet and loaded).
@@ -73,7 +76,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("release-check", help="qualify an NxDI / Neuron SDK release: the same suite in a baseline and "
                                              "a candidate environment, perf rounds interleaved, one verdict")
     p.add_argument("--baseline-python", metavar="PY", help="interpreter of the environment with the current release")
-    p.add_argument("--candidate-python", metavar="PY", help="interpreter of the environment with the candidate release")
+    p.add_argument("--candidate-python", metavar="PY", help="interpreter of the environment with the candidate release "
+                                                            "(hf with a --*-dtype: this interpreter by default)")
     p.add_argument("--backend", choices=BACKENDS, default="neuron",
                    help="both sides' stack: neuron (NxDI), hf (transformers), openai (a vLLM server: started with "
                         "each side's own interpreter, or the team's at --*-endpoint); default neuron")
@@ -85,6 +89,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help=f"an openai {name}: the server the team runs (the check then starts none)")
         p.add_argument(f"--{name}-env", type=parse_env, action="append", metavar="NAME=VALUE",
                        help=f"repeatable: an environment variable for the {name}'s processes (its server included)")
+        p.add_argument(f"--{name}-dtype", choices=DTYPES, help=f"the {name}'s dtype, where the sides differ (as --dtype)")
+    p.add_argument("--dtype", choices=DTYPES,
+                   help="both sides' dtype: transformers' torch dtype, NeuronConfig's torch_dtype, the --dtype of a vLLM "
+                        "server the check starts, what a team's server runs (default: each backend's own, as the "
+                        "engine reports it: fp32 on a CPU, bf16 on a device, fp32 for a started server); it picks "
+                        "the output contract's criterion and is recorded in verdict.json")
     p.add_argument("--neuron-cpu", action="store_true",
                    help="run the neuron side(s) in NxDI's CPU mode, from NxDI source trees (no Trainium needed), "
                         "each in --*-python if given, else this interpreter")
@@ -105,12 +115,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"pairs of perf rounds (each a fresh process, A B / B A) before the first look (default "
                         f"{DEFAULT_DESIGN.min_pairs}, at least {MIN_ROUNDS})")
     p.add_argument("--max-rounds", type=parse_rounds, metavar="N",
-                   help=f"pairs at most: a gated figure still undecided then fails the check as unresolved (default "
-                        f"{DEFAULT_DESIGN.max_pairs})")
+                   help=f"pairs at most: a gated figure still undecided then makes the verdict INCONCLUSIVE (exit 3; "
+                        f"default {DEFAULT_DESIGN.max_pairs})")
     p.add_argument("--rounds", type=parse_rounds, metavar="N",
                    help="a fixed number of pairs instead (one look; README: gate power)")
     p.add_argument("--resolve", type=parse_fraction, default=DEFAULT_DESIGN.resolve, metavar="CHANGE",
                    help=f"the slowdown every PASS must rule out (default {100 * DEFAULT_DESIGN.resolve:g}%%)")
+    p.add_argument("--fail-on-likely", action="store_true",
+                   help="a passed figure likely slower than its tolerance (point estimate, or its interval at the "
+                        "look that passed it, beyond it) fails the check; without it, a warning above the verdict")
     p.add_argument("--legs", type=parse_positive_int, default=1, metavar="N",
                    help="checks merged into one verdict (--merge): each spends 1/N of the false-alarm budget")
     p.add_argument("--runs", type=parse_positive_int, default=5, help="timed runs per benchmark in a round (default 5)")
@@ -121,6 +134,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="1 - the family-wise false-alarm rate of the verdict, and the confidence of the intervals "
                         "shown (default 0.95)")
     p.add_argument("--no-conformance", action="store_true", help="perf rounds only (skip the conformance tiers)")
+    p.add_argument("--conformance-only", action="store_true",
+                   help="the correctness half alone: the conformance tiers and the output contract, no perf rounds "
+                        "(minutes)")
     p.add_argument("--conformance-markers", metavar="EXPR", default=CONFORMANCE_MARKERS,
                    help=f"pytest -m expression of the conformance tiers (default {CONFORMANCE_MARKERS!r})")
     p.add_argument("--perf-select", metavar="EXPR", help="pytest -k expression for the perf rounds")
@@ -163,6 +179,7 @@ def side_of(args: argparse.Namespace, name: str) -> Side:
     backend = getattr(args, f"{name}_backend") or args.backend
     python, source, endpoint = (getattr(args, f"{name}_{k}") for k in ("python", "nxdi_source", "endpoint"))
     env = tuple(getattr(args, f"{name}_env") or ())
+    dtype = getattr(args, f"{name}_dtype") or args.dtype
     if source is not None and not (args.neuron_cpu and backend == "neuron"):
         raise ReleaseCheckError(f"--{name}-nxdi-source runs an NxDI tree in NxDI's CPU mode: it needs --neuron-cpu and "
                                 f"the neuron backend on the {name} (it is {backend}); on a device each side is an "
@@ -182,20 +199,22 @@ def side_of(args: argparse.Namespace, name: str) -> Side:
             source_roots(source)
         except NeuronImportError as exc:
             raise ReleaseCheckError(str(exc).replace("--carbon-nxdi-source", f"--{name}-nxdi-source")) from None
-        return Side(name, interpreter, source.expanduser().resolve(), backend, env=env)
+        return Side(name, interpreter, source.expanduser().resolve(), backend, env=env, dtype=dtype)
     if not python:
         if backend == "openai" and endpoint is not None:
             python = sys.executable  # the client side only: the team runs the server
+        elif backend == "hf" and dtype is not None:
+            python = sys.executable  # one transformers environment qualified in two dtypes
         else:
             what = "whose vLLM starts its server" if backend == "openai" else f"with the {name} release"
             raise ReleaseCheckError(f"give --{name}-python PY (the interpreter of the environment {what})"
                                     + (f", or --{name}-endpoint URL of a server the team runs" if backend == "openai"
                                        else ", or --neuron-cpu with two NxDI source trees" if backend == "neuron"
-                                       else ""))
+                                       else f", or --{name}-dtype to qualify a dtype in this environment"))
     found = shutil.which(python)
     if found is None:
         raise ReleaseCheckError(f"--{name}-python {python}: no such executable")
-    return Side(name, found, None, backend, endpoint=endpoint, env=env)
+    return Side(name, found, None, backend, endpoint=endpoint, env=env, dtype=dtype)
 
 
 def sides(args: argparse.Namespace) -> tuple[Side, Side]:
@@ -207,6 +226,12 @@ def cmd_release_check(args: argparse.Namespace) -> int:
         raise ReleaseCheckError("--out DIR is required: the verdict and the evidence go there")
     if args.merge:
         return merge_legs(args.merge, args.out, args.force)
+    if args.conformance_only and args.no_conformance:
+        raise ReleaseCheckError("--conformance-only and --no-conformance leave nothing to run: give one")
+    dtype_args = [a for a in (args.serve_args or ()) if a.split("=", 1)[0] == "--dtype"]
+    if dtype_args:
+        raise ReleaseCheckError(f"--serve-arg={dtype_args[0]}: give the dtype as --dtype / --baseline-dtype / "
+                                "--candidate-dtype, which start the server with it and pick the contract's criterion")
     baseline, candidate = sides(args)
     if args.model_root is not None and not args.model_root.is_dir():
         raise ReleaseCheckError(f"--model-root {args.model_root} is not a directory")
@@ -219,11 +244,11 @@ def cmd_release_check(args: argparse.Namespace) -> int:
                      cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else None, cpu=args.neuron_cpu,
                      model_root=args.model_root, conformance=not args.no_conformance,
                      conformance_markers=args.conformance_markers, perf_select=args.perf_select,
-                     serve_args=tuple(args.serve_args or ()))
-    verdict = run_check(plan, tolerances, args.confidence)
+                     serve_args=tuple(args.serve_args or ()), perf=not args.conformance_only)
+    verdict = run_check(plan, tolerances, args.confidence, fail_on_likely=args.fail_on_likely)
     print(verdict.markdown())
-    print(f"release-check: {verdict.word} in {verdict.wall_s:.0f} s; evidence in {args.out}", file=sys.stderr)
-    return 0 if verdict.passed else 1
+    print(f"release-check: {verdict.summary()}; {verdict.wall_s:.0f} s; evidence in {args.out}", file=sys.stderr)
+    return exit_code(verdict.word)
 
 
 def merge_legs(folders: list[Path], out: Path, force: bool) -> int:
@@ -240,4 +265,4 @@ def merge_legs(folders: list[Path], out: Path, force: bool) -> int:
     atomic_write_json(out / "verdict.json", merged)
     atomic_write_text(out / "verdict.md", merged_markdown(merged))
     print(merged_markdown(merged))
-    return 0 if merged["verdict"] == "PASS" else 1
+    return exit_code(merged["verdict"])

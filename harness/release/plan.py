@@ -28,7 +28,8 @@ class Side:
     nxdi_source: Path | None = None  # CPU mode: the NxDI tree this side imports
     backend: str = "neuron"
     endpoint: str | None = None
-    dtype: str | None = None  # a served side's dtype, where known (the check starts its servers in fp32)
+    dtype: str | None = None  # --*-dtype: hf's torch dtype, NeuronConfig's torch_dtype, a started server's --dtype
+    # (None: the backend's default, recorded as the engine reports it); a team's server: what it runs, if stated
     env: tuple[tuple[str, str], ...] = ()  # this side's own environment variables (--baseline-env K=V)
     started: bool = False  # the check started this side's server
 
@@ -57,6 +58,7 @@ class CheckPlan:
     extra_env: dict[str, str] = field(default_factory=dict)  # for both sides (tests plant slowdowns this way)
     reference: bool = True  # the output contract's fp32 transformers reference run
     serve_args: tuple[str, ...] = ()  # added to the vLLM servers the check starts (both sides alike)
+    perf: bool = True  # the perf rounds (--conformance-only: the correctness half alone)
 
     @property
     def served(self) -> bool:
@@ -71,6 +73,8 @@ class CheckPlan:
     @property
     def mode(self) -> str:
         stacks = f"{self.baseline.backend} -> {self.candidate.backend}"
+        if not self.perf:
+            return f"{stacks}, conformance only (the correctness half: no perf rounds)"
         if self.cpu_time:
             return f"{stacks}, on the CPU (process CPU time, one torch thread)"
         if self.served:
@@ -99,8 +103,8 @@ def pytest_args(plan: CheckPlan, side: Side) -> list[str]:
         args.append(f"--carbon-endpoint={side.endpoint}")
         if side.started:
             args.append(f"--carbon-served-model={served_name(plan)}")
-        if side.dtype:
-            args += ["--carbon-dtype", side.dtype]
+    if side.dtype:
+        args += ["--carbon-dtype", side.dtype]
     return args
 
 

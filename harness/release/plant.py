@@ -22,9 +22,9 @@ class PlantError(ValueError):
     """The tree cannot be planted (not an NxDI tree, or its token-generation path has moved)."""
 
 
-def _plant(source: Path, dest: Path, code: str) -> Path:
-    """``dest`` laid out like ``../shared/vendor`` (``neuronx-distributed-inference/src`` and a link to
-    the source's neuronx-distributed), with ``code`` run at the start of each TKG step."""
+def copy_nxdi_tree(source: Path, dest: Path) -> Path:
+    """``dest`` laid out like ``../shared/vendor`` (``neuronx-distributed-inference/src`` and a link to the
+    source's neuronx-distributed); returns the copied ``neuronx_distributed_inference`` package."""
     nxdi_src, nxd_src = source_roots(source)
     target = dest / "neuronx-distributed-inference" / "src"
     shutil.copytree(nxdi_src / "neuronx_distributed_inference", target / "neuronx_distributed_inference",
@@ -33,11 +33,17 @@ def _plant(source: Path, dest: Path, code: str) -> Path:
         (dest / "neuronx-distributed").mkdir(parents=True, exist_ok=True)
         # absolute: a link relative to the caller's directory would dangle from inside dest
         (dest / "neuronx-distributed" / "src").symlink_to(nxd_src.resolve(), target_is_directory=True)
-    model_base = target / MODEL_BASE
+    return target / "neuronx_distributed_inference"
+
+
+def _plant(source: Path, dest: Path, code: str) -> Path:
+    """A copy of ``source`` (``copy_nxdi_tree``) with ``code`` run at the start of each TKG step."""
+    package = copy_nxdi_tree(source, dest)
+    model_base = package.parent / MODEL_BASE
     text = model_base.read_text()
     if text.count(ANCHOR) != 1:
-        raise PlantError(f"{nxdi_src / MODEL_BASE}: the token-generation call ({ANCHOR.strip()!r}) is not found "
-                         "exactly once; this NxDI release lays out its forward differently")
+        raise PlantError(f"{source_roots(source)[0] / MODEL_BASE}: the token-generation call ({ANCHOR.strip()!r}) is "
+                         "not found exactly once; this NxDI release lays out its forward differently")
     model_base.write_text(text.replace(ANCHOR, code + ANCHOR))
     return dest
 
@@ -48,6 +54,26 @@ def plant_tkg_slowdown(source: Path, dest: Path, extra_ms: float) -> Path:
         raise PlantError(f"extra_ms={extra_ms!r} must be a non-negative number of milliseconds")
     spin = (f"            import time as _planted_time  # planted: {extra_ms} ms of CPU work per TKG step\n"
             f"            _planted_end = _planted_time.process_time() + {extra_ms / 1000.0!r}\n"
+            "            while _planted_time.process_time() < _planted_end:\n"
+            "                pass\n")
+    return _plant(source, dest, spin)
+
+
+def plant_process_noise(source: Path, dest: Path, median_ms: float, sigma: float) -> Path:
+    """A copy of ``source`` whose every process draws, once, a lognormal amount of CPU work (median
+    ``median_ms``, log-sigma ``sigma``) and spins it in each TKG step: heavy per-process noise, the same
+    law on both sides of an A/A check (give the copy as both), for showing that noise the rounds cannot
+    tame ends INCONCLUSIVE, never FAIL. Each process draws from the OS's entropy, not a seed."""
+    if not median_ms >= 0 or not sigma >= 0:
+        raise PlantError(f"median_ms={median_ms!r}, sigma={sigma!r}: both must be non-negative numbers")
+    spin = ("            import math as _planted_math, random as _planted_random, time as _planted_time  # planted: "
+            f"lognormal({median_ms} ms, {sigma}) of CPU work per TKG step, drawn once per process\n"
+            "            _planted_ms = globals().get('_PLANTED_PROCESS_MS')\n"
+            "            if _planted_ms is None:\n"
+            f"                _planted_ms = {median_ms!r} * _planted_math.exp({sigma!r} * "
+            "_planted_random.SystemRandom().gauss(0.0, 1.0))\n"
+            "                globals()['_PLANTED_PROCESS_MS'] = _planted_ms\n"
+            "            _planted_end = _planted_time.process_time() + _planted_ms / 1000.0\n"
             "            while _planted_time.process_time() < _planted_end:\n"
             "                pass\n")
     return _plant(source, dest, spin)
@@ -156,3 +182,52 @@ def plant_served_weight_noise(dest: Path, scale: float = 0.5) -> Path:
     files, as a loader bug would give."""
     return _served_plant(dest, f"the LM head gets N(0, ({scale:g} std)^2) noise after loading",
                          "vllm.v1.worker.cpu_model_runner", PERTURB.format(scale=scale))
+
+
+DECODE_POSITION = '''    runner = module.CPUModelRunner
+    original = runner._model_forward
+
+    def _model_forward(self, *args, **kwargs):
+        args = list(args)
+        positions = kwargs.get("positions", args[1] if len(args) > 1 else None)
+        batch = getattr(self, "input_batch", None)
+        if (positions is not None and batch is not None and positions.dim() == 1 and batch.num_reqs > 0
+                and positions.shape[0] == batch.num_reqs and int(positions.min()) > 0):
+            positions = positions + {shift!r}  # a pure decode step: one token per request, none at position 0
+            if "positions" in kwargs:
+                kwargs["positions"] = positions
+            else:
+                args[1] = positions
+        return original(self, *args, **kwargs)
+
+    runner._model_forward = _model_forward'''
+
+
+def plant_served_decode_position(dest: Path, shift: int = 1) -> Path:
+    """A directory whose ``sitecustomize`` makes vLLM's CPU model runner rotate every decode step's token
+    at ``shift`` positions past its own (RoPE), while prefill keeps its positions: a decode-only defect
+    that a prefill (``prompt_logprobs``) never runs into, and that the output contract's decode path must
+    catch. Give it as the side's ``PYTHONPATH``."""
+    if not isinstance(shift, int) or shift == 0:
+        raise PlantError(f"shift={shift!r} must be a non-zero whole number of positions")
+    return _served_plant(dest, f"every decode step's positions are shifted by {shift:+d} (prefill untouched)",
+                         "vllm.v1.worker.cpu_model_runner", DECODE_POSITION.format(shift=shift))
+
+
+EOS_IGNORED = '''    original = module.check_stop
+
+    def check_stop(request, max_model_len, *args, **kwargs):
+        if request.num_tokens >= max_model_len or request.num_output_tokens >= request.max_tokens:
+            return original(request, max_model_len, *args, **kwargs)
+        return False  # an EOS or a stop token never ends a request: only its length does
+
+    module.check_stop = check_stop'''
+
+
+def plant_served_eos_ignored(dest: Path) -> Path:
+    """A directory whose ``sitecustomize`` makes vLLM's scheduler end a request only at its length: an EOS
+    (or a stop token id) no longer stops it, as a server that treats every request as ``ignore_eos`` would.
+    Give it as the side's ``PYTHONPATH``."""
+    return _served_plant(dest, "an EOS or stop token never ends a request (only its length does)",
+                         "vllm.v1.core.sched.utils", EOS_IGNORED)
+

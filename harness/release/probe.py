@@ -22,11 +22,11 @@ from harness.core.versions import installed_versions
 
 
 def _git_commit(path: Path) -> str | None:
-    try:
-        r = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return r.stdout.strip() or None if r.returncode == 0 else None
+    """The commit of the checkout that tracks ``path``; None where it tracks nothing there (a copy of the
+    harness inside another repository is not that repository's commit: ``checkout_commit``)."""
+    from harness.core.versions import checkout_commit
+
+    return checkout_commit(path, ".")
 
 
 def source_tree(package_dir: Path | None, label: str) -> dict[str, Any]:

@@ -99,12 +99,18 @@ def _pairs(plan: CheckPlan, reports: dict[str, SideReport], tolerances: Toleranc
             progress(f"still open after {k} pairs: {', '.join(open_figures)}")
 
 
-def focus_on(servers: dict[str, Any]) -> Callable[[str | None], None]:
+def focus_on(servers: dict[str, Any], warm: Callable[[str], Any] | None = None) -> Callable[[str | None], None]:
     """``focus(side)`` for the perf rounds: only that side's server runs, the other's paused
-    (``harness.release.served.focus``); ``focus(None)`` resumes them all. Without servers the check
+    (``harness.release.served.focus``), and ``warm(side)`` sends its untimed warm-up requests once it is
+    resumed, before the round starts; ``focus(None)`` resumes them all. Without servers the check
     started, nothing to pause."""
     if not servers:
         return lambda name: None
     from harness.release.served import focus
 
-    return lambda name: focus(servers, name)
+    def go(name: str | None) -> None:
+        focus(servers, name)
+        if name is not None and warm is not None and name in servers:
+            warm(name)
+
+    return go

@@ -70,6 +70,12 @@ def probe_side(plan: CheckPlan, side: Side, serve: list[str] | None = None) -> d
     return info
 
 
+def started_dtype(side: Side) -> str:
+    """The ``--dtype`` of the server the check starts for ``side``: its ``--*-dtype``, else fp32 (vLLM on
+    a CPU); the side is then labelled with what its server was given, never by default."""
+    return side.dtype or "fp32"
+
+
 def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[CheckPlan, dict[str, Any],
                                                                           dict[str, float]]:
     """A server for each served side without an endpoint, in that side's interpreter, both started
@@ -85,7 +91,7 @@ def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[Che
             checkpoint = served_checkpoint(plan.models, plan.model_root, plan.cache_dir)
             started[side.name] = (spawn(side.name, side.python, dict(side.env), checkpoint, served_name(plan),
                                         plan.cache_dir, plan.out / side.name / "vllm-server.log", plan.serve_args,
-                                        progress), time.perf_counter())
+                                        progress, started_dtype(side)), time.perf_counter())
         starts = {}
         for name, (server, t0) in started.items():
             ready(name, server, progress)
@@ -95,9 +101,26 @@ def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[Che
         for server, _ in started.values():
             server.stop()
         raise
-    sides = [replace(s, endpoint=started[s.name][0].url, dtype="fp32", started=True) if s.name in started else s
-             for s in (plan.baseline, plan.candidate)]
+    sides = [replace(s, endpoint=started[s.name][0].url, dtype=started[s.name][0].dtype, started=True)
+             if s.name in started else s for s in (plan.baseline, plan.candidate)]
     return replace(plan, baseline=sides[0], candidate=sides[1]), {n: s for n, (s, _) in started.items()}, starts
+
+
+def warming(plan: CheckPlan, servers: dict[str, Any], progress: Callable[[str], None]) -> Callable[[str], None]:
+    """``warm(side)``: that side's server, just resumed for a round, gets its untimed warm-up batches
+    (``harness.release.served.warm_up``) before the round's process starts."""
+    if not servers:
+        return lambda name: None
+    from harness.release.served import served_checkpoint, warm_rows, warm_up
+
+    batches = warm_rows(served_checkpoint(plan.models, plan.model_root, plan.cache_dir), plan.shapes)
+
+    def warm(name: str) -> None:
+        failed = warm_up(servers[name], served_name(plan), batches)
+        if failed:
+            progress(f"{name}: {len(failed)} warm-up request(s) failed ({failed[0]}); the round reports it")
+
+    return warm
 
 
 def probe_args(side: Side, servers: dict[str, Any]) -> list[str] | None:
@@ -133,10 +156,14 @@ def conformance(plan: CheckPlan, reports: dict[str, SideReport], timeout: float,
         progress(f"{side.name}: conformance exit {rc} in {time.perf_counter() - t0:.0f} s")
 
 
-def judge_contracts(plan: CheckPlan, reports: dict[str, SideReport]) -> dict[str, ContractResult]:
-    """The output contract of every (model, shape) the reference wrote, both sides against it. A side
-    that wrote none: the candidate's is a reason, the baseline's a note (with its test's outcome)."""
+def judge_contracts(plan: CheckPlan, reports: dict[str, SideReport], timeout: float = 3600.0,
+                    progress: Callable[[str], None] = lambda m: None) -> dict[str, ContractResult]:
+    """The output contract of every (model, shape) the reference wrote: the reference and each side's
+    yardstick computed in this interpreter on that side's sequences (``harness.workloads.threeway``), then
+    each side judged three ways. A side that wrote none: the candidate's is a reason, the baseline's a
+    note (with its test's outcome)."""
     from harness.analysis.contract import judge_contract, load_tolerances
+    from harness.workloads.threeway import expected_file
 
     reference = contract_dir(plan, "reference")
     if not plan.conformance or not plan.reference or not reference.is_dir():
@@ -152,18 +179,33 @@ def judge_contracts(plan: CheckPlan, reports: dict[str, SideReport]) -> dict[str
             out[key] = ContractResult(notes=[f"not measured: -m '{plan.conformance_markers}' selects no "
                                              "test_output_contract (the output contract is compat / contract)"])
             continue
-        if missing:
-            result = ContractResult()
-            for who in missing:
-                outcome = next((o for t, o in reports[who].outcomes.items() if "test_output_contract" in t), None)
-                said = f"{outcome.outcome}: {outcome.message.strip()[:200]}" if outcome else \
-                    f"not selected by -m '{plan.conformance_markers}'"
-                line = f"the {who} wrote no output contract for {key} (test_output_contract {said})"
-                (result.reasons if who == "candidate" else result.notes).append(line)
-            out[key] = result
-            continue
-        base, new, ref = (json.loads(f.read_text()) for f in (files["baseline"], files["candidate"], ref_file))
-        out[key] = judge_contract(base, new, ref, tolerances)
+        result = ContractResult()
+        for who in missing:
+            outcome = next((o for t, o in reports[who].outcomes.items() if "test_output_contract" in t), None)
+            said = f"{outcome.outcome}: {outcome.message.strip()[:200]}" if outcome else \
+                f"not selected by -m '{plan.conformance_markers}'"
+            line = f"the {who} wrote no output contract for {key} (test_output_contract {said})"
+            (result.reasons if who == "candidate" else result.notes).append(line)
+        present = {who: f for who, f in files.items() if who not in missing}
+        if present:
+            folder = reference / "threeway"
+            progress(f"reference: the fp32 reference and each side's yardstick on its sequences ({key})")
+            cmd = [sys.executable, "-m", "harness.workloads.threeway", f"--reference={ref_file}", f"--out={folder}",
+                   *(f"--side={who}={f}" for who, f in present.items())]
+            rc, text = run_logged(cmd, plan.out / "reference" / f"threeway-{key}.log",
+                                  side_env(plan, Side("reference", sys.executable, backend="hf")), timeout)
+            if rc != 0:
+                raise ReleaseCheckError(f"the output contract's reference and yardstick did not run (exit {rc}): "
+                                        f"{last_error_line(text)} (log in {plan.out / 'reference'})")
+            sides = {who: json.loads(f.read_text()) for who, f in present.items()}
+            expected = {who: {role: json.loads(expected_file(folder, who, role, key).read_text())
+                              for role in ("reference", "yardstick")} for who in present}
+            judged = judge_contract(sides, expected, tolerances)
+            result.reasons += judged.reasons
+            result.notes += judged.notes
+            result.sides, result.divergences = judged.sides, judged.divergences
+            result.identical, result.prompts = judged.identical, judged.prompts
+        out[key] = result
     return out
 
 
@@ -177,23 +219,27 @@ def engine_config(report: SideReport) -> dict[str, Any]:
 
 def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
               progress: Callable[[str], None] = lambda m: print(f"[release-check] {m}", file=sys.stderr,
-                                                                flush=True)) -> Verdict:
+                                                                flush=True), fail_on_likely: bool = False) -> Verdict:
     """Both sides' runs, then the verdict; every file lands under ``plan.out``. Raises
-    ReleaseCheckError when the baseline itself cannot run (there is then nothing to qualify against)."""
+    ReleaseCheckError when the baseline itself cannot run (there is then nothing to qualify against).
+    ``fail_on_likely``: a passed figure likely beyond its tolerance fails the verdict."""
     start = time.perf_counter()
-    reports = {s.name: SideReport(s.name, backend=s.backend) for s in (plan.baseline, plan.candidate)}
+    reports = {s.name: SideReport(s.name, backend=s.backend, dtype=s.dtype) for s in (plan.baseline, plan.candidate)}
     timeout = 3600.0
     plan, servers, starts = start_servers(plan, progress) if plan.served else (plan, {}, {})
-    focus = focus_on(servers)
+    for side in (plan.baseline, plan.candidate):
+        reports[side.name].dtype = side.dtype  # a started server's: the --dtype it was given
+    focus = focus_on(servers, warming(plan, servers, progress))
     try:
         for side in (plan.baseline, plan.candidate):
             report = reports[side.name]
             report.versions = probe_side(plan, side, probe_args(side, servers))
             report.config = report.versions.pop("engine_config", None) or {}
-            if side.backend == "openai" and not side.started:
+            if side.backend == "openai":
                 from harness.release.served import endpoint_config
 
-                report.config = endpoint_config(str(side.endpoint))
+                told = endpoint_config(str(side.endpoint), served_name(plan) if side.started else None)
+                report.config = {**report.config, **told} if side.started else told
             if side.name in starts:
                 report.versions["vllm_start_s"] = round(starts[side.name], 1)
             stack = report.versions.get("vllm_version") or f"NxDI {report.versions.get('nxdi_version', '?')}"
@@ -201,7 +247,9 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         contracts: dict[str, ContractResult] = {}
         if plan.conformance:
             conformance(plan, reports, timeout, progress)
-            contracts = judge_contracts(plan, reports)
+            contracts = judge_contracts(plan, reports, timeout, progress)
+            for judged in (s for c in contracts.values() for s in c.sides):
+                reports[judged.who].dtype = judged.dtype  # what its engines reported computing in
         stopped = reports[plan.baseline.name].session_errors
         if stopped:  # an environment that cannot even start its tests: no perf round can run there either
             raise ReleaseCheckError("the baseline cannot run, so there is nothing to qualify against: "
@@ -210,6 +258,8 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         blocked = cannot_run(reports[plan.candidate.name]) + broken
         if blocked:
             progress(f"the verdict is FAIL ({blocked[0]}): perf rounds skipped")
+        elif not plan.perf:
+            progress("--conformance-only: no perf rounds")
         else:
             perf_rounds(plan, reports, tolerances, confidence, timeout, progress, focus)
     finally:
@@ -229,7 +279,7 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
                                 + "; ".join(problems)
                                 + f" (logs in {plan.out / plan.baseline.name})")
     verdict = decide(baseline, reports[plan.candidate.name], tolerances, confidence, plan.mode, plan.design,
-                     contracts)
+                     contracts, fail_on_likely)
     verdict.wall_s = time.perf_counter() - start
     write_verdict(plan.out, verdict)
     return verdict

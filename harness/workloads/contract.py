@@ -1,32 +1,37 @@
-"""The output contract one side of a release check writes, whatever its stack: for each DNA prompt of
-the suite, its greedy tokens and, teacher-forced, the log-probability and top-2 of every position.
+"""The output contract one side of a release check writes, whatever its stack (the format:
+``harness.analysis.contract``): for each DNA prompt of the suite, its own tokenization and greedy
+tokens, and the log-probabilities (top ``TOP_K``, the probe ids, FNS marginals) of three sequences:
 
-Two sequences are scored per prompt: the side's own (prompt + its greedy tokens: where two sides
-diverge, both were conditioned on the same prefix, so each side's top-2 margin at the first divergent
-position says how close to a tie it was), and, given a reference (the fp32 transformers run of the
-same checkpoint), the reference's (prompt + the reference's greedy tokens), which every side scores
-alike, so any two sides and the reference compare position by position
-(``harness.analysis.contract``). Scoring starts at the prompt's third token (``SCORED_FROM``): the
-prompt's own teacher-forced log-probabilities are part of the contract, as vLLM's prompt logprobs give them.
+- ``scored``: given a reference (the fp32 transformers run of the same checkpoint), the reference's
+  prompt ids and greedy tokens, which every side scores alike from the prompt's third token
+  (``SCORED_FROM``): the prompt's own teacher-forced log-probabilities are part of the contract;
+- ``own``: this side's prompt and its own greedy tokens (where two stacks diverge, both were conditioned on
+  the same prefix, so the reference's margin there on this sequence says how close to a tie it was);
+- ``cut``: the prompt less its last ``PAD_CUT`` tokens and the greedy tokens from it, beside the same cut
+  prompt right-padded with ``PAD_CUT`` pad ids (a padded row must generate what it does unpadded).
+
+Then EOS: the prompt once more through the stack's own stopping rule, with the first greedy token that
+does not repeat an earlier one (from ``EOS_FROM`` on) as EOS: a stack that honours EOS stops there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Batch, Engine
 from harness.carbon.dna import prompt_suite
 from harness.carbon.tokenizer import CarbonTokenizer
+from harness.core.contract_format import CONTRACT_SCHEMA, SCORED_FROM, probe_ids
+from harness.core.errors import BackendCannot
 from harness.core.spec import RunShape
 
-CONTRACT_SCHEMA = 1
 PROMPTS = 3  # the suite's first cases (balanced, AT-rich, GC-rich): three compositions, seconds per side
 NEW_TOKENS = 16
-TOP_K = 2
-# scoring along a sequence starts after its first two tokens: NxDI 0.9 refuses a 1-token prompt (it reads
-# a pad slot for it), and every stack can score from a 2-token prefix
-SCORED_FROM = 2
+TOP_K = 1000  # the largest finite tier (NxDI's logit validation: top-5 / 50 / 1000 / all)
+PAD_CUT = 4
+EOS_FROM = 4
 
 
 def contract_prompts(shape: RunShape) -> list[tuple[str, str]]:
@@ -44,33 +49,85 @@ def new_tokens(shape: RunShape) -> int:
     return min(NEW_TOKENS, shape.max_new_tokens)
 
 
+def greedy_of(engine: Engine, ids: Sequence[int], n: int, pad: int = 0, pad_id: int = 0) -> list[int]:
+    """``n`` greedy tokens of one prompt, EOS ignored (``pad``: as a padded row, ``Engine.generate_padded``)."""
+    if pad:
+        return engine.generate_padded(ids, n, pad, pad_id)
+    engine.reset()
+    out = engine.generate(Batch.from_ids([list(ids)]), n).tokens[0].tolist()
+    engine.reset()
+    return out
+
+
+def own_sequence(engine: Engine, ids: Sequence[int], n: int, probes: Sequence[int]) -> tuple[list[int], dict[str, Any]]:
+    """This side's greedy tokens and its own sequence's rows: what its decode steps computed where the
+    stack reports that (a server: ``Engine.decode_path``, marked ``"path": "decode"``), else teacher-forced."""
+    decoded = engine.decode_path(ids, n, TOP_K, fns=True)
+    if decoded is None:
+        greedy = greedy_of(engine, ids, n)
+        return greedy, sequence(engine, [*ids, *greedy], len(ids), probes)
+    greedy, rows, marginals = decoded
+    own: dict[str, Any] = {"tokens": [*ids, *greedy], "from": len(ids), "rows": [r.to_list() for r in rows],
+                           "path": "decode"}
+    if marginals is not None:
+        own["fns"] = marginals
+    return greedy, own
+
+
+def sequence(engine: Engine, tokens: Sequence[int], start: int, probes: Sequence[int], fns: bool = False
+             ) -> dict[str, Any]:
+    """One sequence's rows: ``tokens[start:]`` scored teacher-forced after ``tokens[:start]``."""
+    engine.reset()
+    rows, marginals = engine.score(tokens[:start], tokens[start:], TOP_K, probes, fns=fns)
+    engine.reset()
+    out: dict[str, Any] = {"tokens": list(tokens), "from": start, "rows": [r.to_list() for r in rows]}
+    if marginals is not None:
+        out["fns"] = marginals
+    return out
+
+
+def eos_run(engine: Engine, ids: Sequence[int], greedy: Sequence[int]) -> dict[str, Any]:
+    """The prompt through the stack's own stopping rule with ``greedy[stop]`` as EOS (its first
+    occurrence, from ``EOS_FROM`` on), or why it could not run."""
+    stop = next((j for j in range(EOS_FROM, len(greedy)) if greedy[j] not in greedy[:j]), None)
+    if stop is None:
+        return {"skipped": f"every greedy token from {EOS_FROM} on repeats an earlier one: no EOS id to stop at"}
+    engine.reset()
+    try:
+        tokens = engine.generate_until_eos(ids, len(greedy), greedy[stop])
+    except BackendCannot as exc:
+        return {"skipped": str(exc)}
+    finally:
+        engine.reset()
+    return {"eos_token_id": greedy[stop], "stop": stop, "tokens": list(tokens)}
+
+
 def collect(engine: Engine, tokenizer: CarbonTokenizer, shape: RunShape, fingerprint: str,
-            reference: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The side's contract. ``reference``: the reference's own contract (its greedy tokens are scored
-    here too); the prompts must be the reference's, or the comparison would be of different inputs."""
+            reference: Mapping[str, Any] | None = None, checkpoint: str | Path = "") -> dict[str, Any]:
+    """The side's contract. ``reference``: the reference's own contract, whose ``scored`` sequences this
+    side scores too; a side whose tokenizer gives other ids still writes its contract (the judge names
+    the first id that differs)."""
     n = new_tokens(shape)
+    probes = probe_ids()
     ref_prompts = {p["name"]: p for p in (reference or {}).get("prompts", [])}
     prompts = []
     for name, text in contract_prompts(shape):
-        ids = tokenizer(text)["input_ids"]
-        if reference is not None:
-            ref = ref_prompts.get(name)
-            if ref is None or ref["prompt_ids"] != ids:
-                raise ValueError(f"the reference contract's prompt {name!r} is not this side's: the two ran different "
-                                 "prompt suites or tokenizers")
-        engine.reset()
-        greedy = engine.generate(Batch.from_ids([ids]), n).tokens[0].tolist()
-        engine.reset()
-        own = engine.scored(ids, greedy, TOP_K)
-        engine.reset()
-        scored_greedy = ref_prompts[name]["greedy"] if reference is not None else greedy
-        along = engine.scored(ids[:SCORED_FROM], [*ids[SCORED_FROM:], *scored_greedy], TOP_K)
-        engine.reset()
-        prompts.append({"name": name, "prompt_ids": list(ids), "greedy": greedy,
-                        "own": [r.to_list() for r in own], "scored_greedy": list(scored_greedy),
-                        "scored": [r.to_list() for r in along]})
+        ids = list(tokenizer(text)["input_ids"])
+        if reference is not None and name not in ref_prompts:
+            raise ValueError(f"the reference contract has no prompt {name!r}: the two ran different prompt suites")
+        greedy, own = own_sequence(engine, ids, n, probes)
+        scored = ref_prompts[name]["sequences"]["scored"]["tokens"] if reference is not None else [*ids, *greedy]
+        cut = ids[:-PAD_CUT]
+        cut_greedy = greedy_of(engine, cut, n)
+        prompts.append({
+            "name": name, "prompt_ids": ids, "greedy": greedy,
+            "sequences": {"scored": sequence(engine, scored, SCORED_FROM, probes, fns=True),
+                          "own": own,
+                          "cut": sequence(engine, [*cut, *cut_greedy], len(cut), probes)},
+            "padded": {"pad": PAD_CUT, "greedy": greedy_of(engine, cut, n, PAD_CUT, tokenizer.pad_token_id)},
+            "eos": eos_run(engine, ids, greedy)})
     info = engine.info
     return {"schema": CONTRACT_SCHEMA, "backend": info.backend, "dtype": info.dtype, "model": info.model,
-            "shape": shape.name, "checkpoint_fingerprint": fingerprint, "new_tokens": n, "top_k": TOP_K,
-            "reference": reference is None, "pad_token_id": tokenizer.pad_token_id, "prompts": prompts}
-
+            "shape": shape.name, "checkpoint_fingerprint": fingerprint, "checkpoint": str(checkpoint),
+            "new_tokens": n, "top_k": TOP_K, "probe_ids": probes, "reference": reference is None,
+            "pad_token_id": tokenizer.pad_token_id, "prompts": prompts}

@@ -187,7 +187,7 @@ def score_rows(engine: Engine, rows: Sequence[Sequence[int]], kmers: int, batch_
         real = [list(rows[i]) for i in chunk]
         padded = real + [real[0]] * (batch_size - len(real))
         batch = Batch.from_ids(padded)
-        with Timer() as t:
+        with Timer(engine.synchronize) as t:
             logits = engine.kmer_logits(batch)
         out.batch_ms.append(t.ms)
         out.log_marginals += [log_marginals(logits[i], kmers) for i in range(len(real))]

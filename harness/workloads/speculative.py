@@ -87,13 +87,6 @@ def combine_results(results: Sequence[SpeculativeResult]) -> SpeculativeResult:
     return combined
 
 
-def _synchronizer(engine: Engine) -> Callable[[], None] | None:
-    device = getattr(engine, "device", None)
-    if isinstance(device, torch.device) and device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    return None
-
-
 def check_pair(target: Engine, draft: Engine) -> None:
     """Both engines must expose multi-token verification and share the vocabulary and device."""
     for role, engine in (("target", target), ("draft", draft)):
@@ -126,7 +119,7 @@ def speculative_generate(target: Engine, draft: Engine, batch: Batch, max_new_to
     check_pair(target, draft)
     target.check_batch(batch, max_new_tokens)
     draft.check_batch(batch, max_new_tokens)
-    sync = _synchronizer(target)
+    sync = target.synchronize  # one device: the draft's work is on the target's stream
     result = SpeculativeResult(torch.empty(0), k, 0.0, 0.0)
     out: list[torch.Tensor] = []
     with Timer(sync) as total:
@@ -212,7 +205,7 @@ def assisted_generate(target: Engine, draft: Engine | None, batch: Batch, max_ne
             setattr(draft.model.generation_config, key, getattr(config, key))
     ids = batch.input_ids.to(target.device)
     mask = batch.attention_mask.to(target.device)
-    with torch.inference_mode(), Timer(_synchronizer(target)) as total:
+    with torch.inference_mode(), Timer(target.synchronize) as total:
         out = target.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **kwargs)
     return AssistedResult(out[:, ids.shape[1]:].cpu(), total.ms)
 
@@ -292,19 +285,32 @@ def compare_ends(target: Engine, high: Engine, low: Engine, batch: Batch, max_ne
     clock, clock_name = (time.process_time, "process_cpu") if on_cpu else (time.perf_counter, "wall")
     k = check_speculation_length(speculation_length)
     best = fastest_interleaved({
-        "alone": lambda: target.generate(batch, max_new_tokens),
-        "high": lambda: speculative_generate(target, high, batch, max_new_tokens, k),
-        "low": lambda: speculative_generate(target, low, batch, max_new_tokens, k),
+        "alone": waited(target, lambda: target.generate(batch, max_new_tokens)),
+        "high": waited(target, lambda: speculative_generate(target, high, batch, max_new_tokens, k)),
+        "low": waited(target, lambda: speculative_generate(target, low, batch, max_new_tokens, k)),
     }, rounds=rounds, clock=clock)
     return EndsComparison(clock_name, rounds, best["alone"].seconds, best["high"].seconds, best["low"].seconds,
                           best["high"].result, best["low"].result, best["alone"].result.tokens)
 
 
-def loop_unavailable_reason(backend: str, neuron_cpu: bool = False) -> str | None:
-    """Why the harness's own speculative loop cannot run on ``backend`` (None on hf), and where
+def waited(engine: Engine, call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` with the engine's device waited on before and after it, so a clock around it reads
+    its work and none of the call before it."""
+    def run() -> Any:
+        engine.synchronize()
+        out = call()
+        engine.synchronize()
+        return out
+
+    return run
+
+
+def loop_unavailable_reason(backend: str, neuron_cpu: bool = False, hf_compile: bool = False) -> str | None:
+    """Why the harness's own speculative loop cannot run on ``backend`` (None on eager hf), and where
     that backend's speculation is covered instead: the reason a test skips with."""
     if backend == "hf":
-        return None
+        return ("--carbon-hf-compile: the compiled engine decodes one token a step on a static cache; draft "
+                "verification and rewinds run on the eager engine (run without --carbon-hf-compile)") if hf_compile else None
     if backend == "openai":
         return ("on a server, vLLM speculates itself: tests/serving/test_speculative_serving.py measures it and checks "
                 "it is lossless (--carbon-serve vllm starts a server per --carbon-draft)")

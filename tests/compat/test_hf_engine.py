@@ -3,11 +3,14 @@ shapes are enforced, and prefill/decode agree with a plain full forward pass."""
 
 from __future__ import annotations
 
+import inspect
+import logging
+
 import pytest
 import torch
 
 from harness.backends.base import Batch
-from harness.backends.hf import HFEngine
+from harness.backends.hf import HFEngine, cache_argument
 from harness.carbon.dna import prompt_suite
 from harness.carbon.fns import kmer_block
 from harness.core.spec import SHAPES, RunShape, SpecError
@@ -113,3 +116,35 @@ def test_engines_of_several_shapes_share_one_copy_of_the_weights(tiny_hf_engine,
     private = HFEngine(carbon_tiny_checkpoint, SHAPE, "carbon-tiny", device="cpu", dtype="fp32", share_weights=False)
     assert private.model is not a.model and not private.info.extra["shared_weights"]
     assert tiny_hf_engine(SHAPE, "bf16").model is not a.model  # another dtype is another copy
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.mark.filterwarnings("error:.*deprecated:FutureWarning", "error:.*deprecated:DeprecationWarning")
+def test_the_engine_passes_the_kv_cache_by_the_name_the_installed_transformers_takes(engine, carbon_tokenizer,
+                                                                                     prompts):
+    """transformers 5.x renamed the decoder's ``past_key_values`` to ``cache`` (the old name warns at every
+    call and goes in 5.40); 4.57 (the Trn2 stack's) has only the old one. Every cache path of the engine
+    (prefill, decode, multi-token extend, rewind, teacher forcing) runs here with transformers' deprecation
+    warnings turned into errors and its logger watched: none comes from the harness, on either."""
+    assert cache_argument(engine.model.model) == (
+        "cache" if "cache" in inspect.signature(engine.model.model.forward).parameters else "past_key_values")
+    watched = Records()
+    logger = logging.getLogger("transformers")
+    logger.addHandler(watched)
+    try:
+        batch = Batch.from_prompts(carbon_tokenizer, prompts[:2])
+        result = engine.generate(batch, 4)
+        engine.extend_logits(result.tokens[:, :2])
+        engine.rewind(1)
+        engine.continuation_logits(batch, result.tokens[:, :3])
+    finally:
+        logger.removeHandler(watched)
+    assert not [m for m in watched.messages if "deprecat" in m.lower()], watched.messages

@@ -24,7 +24,8 @@ SHAPE = RunShape("speculative-compat", batch_size=4, max_context_length=64, seq_
 
 @pytest.fixture
 def pair(carbon_session, carbon_model, carbon_draft):
-    reason = loop_unavailable_reason(carbon_session.config.backend, carbon_session.config.neuron_cpu)
+    cfg = carbon_session.config
+    reason = loop_unavailable_reason(cfg.backend, cfg.neuron_cpu, cfg.hf_compile)
     if reason:
         pytest.skip(reason)
     target = carbon_session.engine(carbon_model, SHAPE)

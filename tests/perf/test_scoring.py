@@ -17,6 +17,7 @@ from harness.backends.base import Batch
 from harness.carbon.variants import saturation_variants, synthetic_window
 from harness.core.spec import get_shape
 from harness.plugin.recording import engine_context, round_ms, timed_results
+from harness.plugin.timing import timed_pedantic
 from harness.workloads.scoring import (
     check_shape_fits_checkpoint,
     scan_window,
@@ -51,12 +52,13 @@ def scoring_engine(carbon_session, carbon_model, carbon_engine_for):
     return get
 
 
-def measure(benchmark, session, run):
-    """Time ``run`` over the session's rounds; the timed rounds' results (all when disabled)."""
+def measure(benchmark, session, engine, run):
+    """Time ``run`` over the session's rounds, the engine's device waited on; the timed rounds' results
+    (all when disabled)."""
     results = []
     with skip_when_backend_cannot(f"{session.config.backend} cannot return logits at every position"):
-        benchmark.pedantic(lambda: results.append(run()), rounds=session.config.runs,
-                           warmup_rounds=session.config.warmup)
+        timed_pedantic(benchmark, engine, lambda: results.append(run()), rounds=session.config.runs,
+                       warmup_rounds=session.config.warmup)
     return timed_results(benchmark, results, session.config.warmup, session.config.runs)
 
 
@@ -81,7 +83,7 @@ def test_vep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer, 
     right-padded batches of the shape's batch size."""
     engine = scoring_engine(VEP_SHAPE)
     benchmark.group = f"scoring-{engine.info.model}"
-    timed = measure(benchmark, carbon_session,
+    timed = measure(benchmark, carbon_session, engine,
                     lambda: score_variants(engine, carbon_model_tokenizer, scoring_window, scoring_variants))
     first = timed[0]
     assert [s.variant.id for s in first.scores] == [v.id for v in scoring_variants]
@@ -99,7 +101,7 @@ def test_sweep(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer
     benchmark.group = f"scoring-{engine.info.model}"
     sweep = saturation_variants(scoring_window, scoring_window.start, scoring_window.start + SWEEP_BP - 1)
     assert len(sweep) == 3 * SWEEP_BP
-    timed = measure(benchmark, carbon_session,
+    timed = measure(benchmark, carbon_session, engine,
                     lambda: score_variants(engine, carbon_model_tokenizer, scoring_window, sweep))
     first = timed[0]
     # at each position the three alts share the reference's context: their site scores differ
@@ -119,7 +121,7 @@ def test_scan(benchmark, carbon_session, scoring_engine, carbon_model_tokenizer,
     engine = scoring_engine(scan_shape)
     benchmark.group = f"scoring-{engine.info.model}"
     scan = synthetic_window(bp=engine.shape.prompt_bp, chrom="scan")
-    timed = measure(benchmark, carbon_session, lambda: scan_window(engine, carbon_model_tokenizer, scan))
+    timed = measure(benchmark, carbon_session, engine, lambda: scan_window(engine, carbon_model_tokenizer, scan))
     first = timed[0]
     assert first.log_probs.shape == (scan.scored_bp,) and (first.log_probs <= 0).all()
     assert all(math.isclose(r.log_likelihood, first.log_likelihood, rel_tol=1e-6) for r in timed)

@@ -18,6 +18,7 @@ from harness.carbon.dna import dna_figures, speculative_prompts
 from harness.core.measure import Summary, throughput
 from harness.core.speculation import DNA_SUITE_CASE, SELF_DRAFT, SpeculativeCase, gate_shape, speculative_shape
 from harness.plugin.recording import engine_context, timed_results
+from harness.plugin.timing import timed_pedantic
 from harness.session.config import ModelRef
 from harness.session.engines import Session
 from harness.workloads.speculative import (
@@ -43,7 +44,8 @@ class SpeculativeBench:
     session: Session
 
     def engines(self, target: ModelRef, draft: ModelRef):
-        reason = loop_unavailable_reason(self.session.config.backend, self.session.config.neuron_cpu)
+        cfg = self.session.config
+        reason = loop_unavailable_reason(cfg.backend, cfg.neuron_cpu, cfg.hf_compile)
         if reason:
             pytest.skip(reason)
         shape = speculative_shape()
@@ -108,8 +110,9 @@ def test_speculative(benchmark, speculative_bench, carbon_model, carbon_draft, c
     benchmark.group = f"speculative-{case.name}"
     runs, warmup = speculative_bench.rounds()
     results, alone = [], []
-    benchmark.pedantic(lambda: results.append(speculative_bench.run(carbon_model, carbon_draft, case)), rounds=runs,
-                       warmup_rounds=warmup, setup=lambda: alone.append(speculative_bench.target_alone(carbon_model, case)))
+    timed_pedantic(benchmark, target_engine, lambda: results.append(speculative_bench.run(carbon_model, carbon_draft, case)),
+                   rounds=runs, warmup_rounds=warmup,
+                   setup=lambda: alone.append(speculative_bench.target_alone(carbon_model, case)))
     timed = timed_results(benchmark, results, warmup, runs)
     figures = speculative_bench.measure(carbon_model, carbon_draft, case, timed, timed_results(benchmark, alone, warmup, runs))
     assert 0.0 <= figures["spec_acceptance_rate"] <= 1.0
@@ -161,9 +164,10 @@ def test_assisted_decoding(benchmark, speculative_bench, carbon_model, carbon_dr
     runs, warmup = speculative_bench.rounds()
     batch = speculative_bench.batches(carbon_model, case)[0]
     results, alone = [], []
-    benchmark.pedantic(lambda: results.append(assisted_generate(target_engine, draft_engine, batch, n, k)),
-                       rounds=runs, warmup_rounds=warmup,
-                       setup=lambda: alone.append(assisted_generate(target_engine, None, batch, n, k)))
+    timed_pedantic(benchmark, target_engine, lambda: results.append(assisted_generate(target_engine, draft_engine, batch,
+                                                                                     n, k)),
+                   rounds=runs, warmup_rounds=warmup,
+                   setup=lambda: alone.append(assisted_generate(target_engine, None, batch, n, k)))
     timed, alone = timed_results(benchmark, results, warmup, runs), timed_results(benchmark, alone, warmup, runs)
     expected = speculative_bench.target_alone(carbon_model, case)[0]
     assert all(r.tokens.equal(expected) for r in [*alone, *timed]), "assisted decoding differs from the target alone"

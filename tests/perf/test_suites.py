@@ -13,6 +13,7 @@ from harness.backends.base import Batch
 from harness.carbon.dna import SUITE_CASES, batch_suite, prompt_suite
 from harness.carbon.fns import fns_select
 from harness.plugin.recording import engine_context, model_spec, timed_results
+from harness.plugin.timing import timed_pedantic
 from tests.helpers import skip_when_backend_cannot
 
 pytestmark = pytest.mark.perf
@@ -28,13 +29,15 @@ def measure_generation(benchmark, session, engine, batch, tokenizer, gate, selec
     results = []
     benchmark.extra_info["decoding"] = decoding
     with skip_when_backend_cannot(f"{engine.info.backend} cannot run {decoding} decoding"):
-        benchmark.pedantic(lambda: results.append(engine.generate(batch, shape.max_new_tokens, select=select)),
-                           setup=engine.reset,
-                           rounds=session.config.runs, warmup_rounds=session.config.warmup)
+        _, device = timed_pedantic(benchmark, engine,
+                                   lambda: results.append(engine.generate(batch, shape.max_new_tokens, select=select)),
+                                   setup=engine.reset, rounds=session.config.runs,
+                                   warmup_rounds=session.config.warmup)
     timed = timed_results(benchmark, results, session.config.warmup, session.config.runs)
     assert all(r.tokens.shape == (batch.size, shape.max_new_tokens) for r in timed)
     figures = generation_figures(timed, tokenizer, model_spec(engine.info.model), engine.info.dtype,
                                  session.hardware.bandwidth_gbps(shape.tp_degree), batch.max_prompt_tokens)
+    figures.update(device.figures("e2e", [r.e2e_ms for r in timed]))
     assert 0.0 <= figures["valid_dna_fraction"] <= 1.0 and figures["tokens_per_s"] > 0
     gate(benchmark, model=engine.info.model, shape=shape.name if decoding == "direct" else f"{shape.name}-{decoding}",
          figures=figures,

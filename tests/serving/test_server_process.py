@@ -204,6 +204,9 @@ def test_a_key_given_to_the_server_is_sent_while_waiting(tmp_path):
         s = server(tmp_path, 'echo "key=$VLLM_API_KEY"; exec sleep 600', port=port, env={"VLLM_API_KEY": "k"}).start()
         try:
             assert s.wait_ready(timeout_s=REFUSAL_BOUND_S) is s
+            # the fake answers on a port that was serving before it started: on a busy box wait_ready can
+            # return before the shell has run its echo, so wait for its sign before stopping it
+            wait_for_log(s, "key=")
         finally:
             s.stop()
     assert "key=k\n" in s.log_path.read_text()

@@ -9,13 +9,14 @@ import pytest
 
 from harness.core.errors import BackendCannot
 from tests.perf.test_scoring import measure
+from tests.unit.plugin.device_double import AsyncEngineDouble, Step
+
+IDLE = Step(kernels=0, host_ms=0.0, device_ms=0.0)
 
 
-class OneRoundBenchmark:
-    """pytest-benchmark's ``pedantic`` reduced to what ``measure`` calls: run the function once."""
-
-    def pedantic(self, fn, rounds: int, warmup_rounds: int) -> None:
-        fn()
+def engine():
+    """The engine's only part in ``measure`` is being waited on: the device double (no kernels)."""
+    return AsyncEngineDouble(IDLE, IDLE)
 
 
 SESSION = SimpleNamespace(config=SimpleNamespace(runs=1, warmup=0, backend="hf"))
@@ -27,14 +28,14 @@ def raising(exc: BaseException):
     return run
 
 
-def test_a_plain_not_implemented_error_fails_instead_of_skipping():
+def test_a_plain_not_implemented_error_fails_instead_of_skipping(benchmark):
     try:
         with pytest.raises(NotImplementedError, match="a bug"):
-            measure(OneRoundBenchmark(), SESSION, raising(NotImplementedError("a bug")))
+            measure(benchmark, SESSION, engine(), raising(NotImplementedError("a bug")))
     except pytest.skip.Exception as exc:
         pytest.fail(f"a plain NotImplementedError was turned into a skip: {exc}")
 
 
-def test_the_backends_cannot_signal_skips():
+def test_the_backends_cannot_signal_skips(benchmark):
     with pytest.raises(pytest.skip.Exception, match="no full-vocabulary logits"):
-        measure(OneRoundBenchmark(), SESSION, raising(BackendCannot("no full-vocabulary logits")))
+        measure(benchmark, SESSION, engine(), raising(BackendCannot("no full-vocabulary logits")))

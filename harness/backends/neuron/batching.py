@@ -39,6 +39,14 @@ def adapter_generate_kwargs(batch: Batch, max_new_tokens: int) -> dict[str, Any]
             "do_sample": False, "top_k": 1, "pad_token_id": PAD_TOKEN_ID, "eos_token_id": []}
 
 
+def eos_generate(adapter: Any, batch: Batch, max_new_tokens: int, eos_token_id: int) -> list[int]:
+    """The first row's new tokens through the adapter with ``eos_token_id`` as EOS: transformers' own
+    stopping criteria on the adapter's tokens, as a team's code would call it (up to the EOS, or all)."""
+    kwargs = {**adapter_generate_kwargs(batch, max_new_tokens), "eos_token_id": [eos_token_id]}
+    out = adapter.generate(**kwargs)
+    return out[0, batch.input_ids.shape[1]:].tolist()
+
+
 def decode_attention_mask(positions: torch.Tensor, width: int) -> torch.Tensor:
     """The attention mask of a token-generation step: ones exactly at the KV slots below each row's
     position (NxDI ``attention_base.compute_for_token_gen``: ``mask[..., i]`` only when

@@ -17,6 +17,8 @@ from harness.core.spec import ModelSpec, RunShape, get_model, get_shape
 from harness.core.speculation import DEFAULT_SPECULATION_LENGTH, SpeculativeError, check_speculation_length
 from harness.core.vocab import PAD_TOKEN_ID
 
+TORCH_DTYPES = {"bf16": "bfloat16", "fp32": "float32"}  # the harness's names -> NeuronConfig's torch_dtype
+
 
 @dataclass(frozen=True)
 class CompileVariant:
@@ -97,7 +99,8 @@ def baseline_kernels(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape, variants: Iterable[str] = (),
-                         output_logits: bool = False, on_cpu: bool = False) -> dict[str, Any]:
+                         output_logits: bool = False, on_cpu: bool = False, dtype: str | None = None
+                         ) -> dict[str, Any]:
     """Keyword arguments for NxDI's ``NeuronConfig``: exactly what the reference runs compiled
     (tp 4, bf16, LNC 2, one bucket per sub-model, greedy on-device sampling, right padding), plus
     sharded weights saved with the artifact and the named optimisation ``variants``.
@@ -107,9 +110,10 @@ def neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape, variants
 
     ``output_logits`` builds the accuracy artifact: it all-gathers fp32 logits every step and copies
     them to the host, so speed is never measured on it. ``on_cpu`` makes the changes NxDI's CPU mode
-    requires (``application_base.to_cpu``): tp 1, one CTE bucket of ``seq_len``
-    (``max_context_length == seq_len``) and fp32, so its logits compare with the transformers fp32
-    reference at fp32 tolerance; everything else stays the reference's."""
+    requires (``application_base.to_cpu``): tp 1 and one CTE bucket of ``seq_len``
+    (``max_context_length == seq_len``); everything else stays the reference's. ``dtype`` (bf16, fp32):
+    the torch_dtype, by default the reference runs' bf16 on a device and fp32 in CPU mode (whose logits
+    then compare with the transformers fp32 reference at fp32's spread; CPU mode runs bf16 too)."""
     if isinstance(model, str):
         get_model(model)  # unknown names fail here, listing the known ones
     shape = get_shape(shape) if isinstance(shape, str) else shape
@@ -145,6 +149,10 @@ def neuron_config_kwargs(model: str | ModelSpec, shape: str | RunShape, variants
         kwargs.update({"on_cpu": True, "tp_degree": 1, "max_context_length": shape.seq_len,
                        "context_encoding_buckets": [shape.seq_len], "torch_dtype": "float32",
                        "attn_kernel_enabled": False})
+    if dtype is not None:
+        if dtype not in TORCH_DTYPES:
+            raise BackendError(f"dtype {dtype!r}: NeuronConfig's torch_dtype is one of {', '.join(TORCH_DTYPES)}")
+        kwargs["torch_dtype"] = TORCH_DTYPES[dtype]
     return kwargs
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,6 @@ from harness.backends.neuron.artifacts import (
     neuron_artifact_key,
     neuron_versions,
     nxdi_build,
-    observed_strategy,
     parse_sharding_log,
     save_sharding_log,
     touch_last_used,
@@ -42,6 +41,7 @@ from harness.backends.neuron.batching import (
     adapter_generate_kwargs,
     check_prompt_lengths,
     decode_attention_mask,
+    eos_generate,
     generated_tokens,
     pad_rows,
     prefill_positions,
@@ -49,13 +49,13 @@ from harness.backends.neuron.batching import (
 )
 from harness.backends.neuron.config import (
     NOT_ON_CPU,
-    baseline_kernels,
     check_compile_variants,
     inference_config_kwargs,
     neuron_config_kwargs,
     scoring_neuron_config_kwargs,
     variant_env,
 )
+from harness.backends.neuron.describe import build_record
 from harness.backends.neuron.host import neuron_unavailable_reason
 from harness.backends.neuron.scoring import SCORING_HEAD, check_scoring_kwargs, scoring_model_class
 from harness.core.errors import BackendCannot, BackendError
@@ -128,7 +128,7 @@ class NeuronEngine(Engine):
 
     def __init__(self, checkpoint: Path, shape: RunShape, model_name: str, cache_dir: Path | None = None,
                  variants: Iterable[str] = (), hardware: str = "trn2.3xlarge", cpu: bool = False,
-                 nxdi_source: Path | None = None) -> None:
+                 nxdi_source: Path | None = None, dtype: str = "auto") -> None:
         if cpu:
             from harness.backends.neuron.sources import NeuronImportError
             from harness.backends.neuron.stubs import install
@@ -157,10 +157,12 @@ class NeuronEngine(Engine):
             spec = spec.at_checkpoint_positions(checkpoint_config(checkpoint))
         self.scoring_only = shape.name in SCORING_SHAPES
         if self.scoring_only:
-            self.kwargs = scoring_neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu)
+            self.kwargs = scoring_neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu,
+                                                       dtype=None if dtype == "auto" else dtype)
             check_scoring_kwargs(self.kwargs)
         else:
-            self.kwargs = neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu)
+            self.kwargs = neuron_config_kwargs(spec or "carbon-tiny", shape, self.variants, on_cpu=cpu,
+                                               dtype=None if dtype == "auto" else dtype)
         planned = None
         if spec is not None:
             tp = self.kwargs["tp_degree"]
@@ -186,21 +188,8 @@ class NeuronEngine(Engine):
         load_s = time.perf_counter() - start - (compile_s or 0.0)
         records = load_sharding_log(artifact_dir / SHARDING_FILE) if artifact_dir is not None else None
         self.sharding_log = records if records is not None else parse_sharding_log(lines)
-        extra: dict[str, Any] = {"artifact_key": key.digest if key else None,
-                                 "artifact_dir": str(artifact_dir) if artifact_dir else None,
-                                 "attention_sharding": observed_strategy(self.sharding_log),
-                                 "variants": list(self.variants), "kernels": baseline_kernels(self.kwargs),
-                                 "nxdi_mode": "cpu" if cpu else "device", "nxdi_build": self.build,
-                                 "tp_degree": self.kwargs["tp_degree"],
-                                 "cte_bucket": self.kwargs["context_encoding_buckets"][0],
-                                 # pre-sharded weights are loaded from the artifact; load includes warm-up
-                                 "load_includes": "weight sharding in memory (CPU mode)" if cpu else
-                                                  "pre-sharded weights from the artifact, warm-up",
-                                 "build": "scoring" if self.scoring_only else "generation",
-                                 # whether this load compiled: a release check gates compile_s only where
-                                 # both sides compiled in the same round
-                                 "compile": "none (CPU mode)" if cpu else "compiled" if compile_s is not None
-                                            else "cache hit"}
+        extra = build_record(self.kwargs, self.variants, self.build, key, artifact_dir, self.sharding_log, cpu,
+                             self.scoring_only, compile_s)
         # NxDI's own serialization of what it built (NeuronConfig, OnDeviceSamplingConfig, the model's
         # config), defaults included: a release check lists every field that differs between two sides
         extra["engine_config"] = json.loads(self.model.config.to_json_string())
@@ -356,10 +345,18 @@ class NeuronEngine(Engine):
         self.reset()
         self.cte.ms.clear()
         self.tkg.ms.clear()
-        with Timer() as total:
+        with Timer(self.synchronize) as total:
             out = self.adapter.generate(**adapter_generate_kwargs(full, max_new_tokens))
         tokens = generated_tokens(out, full.input_ids.shape[1], batch.size, max_new_tokens)
         return GenerationResult(tokens, self.cte.ms[-1], list(self.tkg.ms), total.ms)
+
+    def generate_until_eos(self, prompt: Sequence[int], max_new_tokens: int, eos_token_id: int) -> list[int]:
+        """Through NxDI's HuggingFaceGenerationAdapter with ``eos_token_id`` as EOS (``eos_generate``)."""
+        self._generation_only("generate_until_eos")
+        batch = Batch.from_ids([list(prompt)])
+        self.check_batch(batch, max_new_tokens)
+        self.reset()
+        return eos_generate(self.adapter, pad_rows(batch, self.shape.batch_size), max_new_tokens, eos_token_id)
 
     def continuation_logits(self, batch: Batch, continuation: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits ``[B * N, V]`` from the output-logits build: the prefill's last

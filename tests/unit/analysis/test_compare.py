@@ -16,6 +16,7 @@ from harness.analysis.compare import (
     default_tolerance,
     load_floors,
     load_hardware_tolerances,
+    require_round_data,
     unit_of,
 )
 from harness.analysis.results import BenchResult, ReportError
@@ -222,3 +223,59 @@ def test_compare_says_first_when_either_side_ran_loaded(gated_run, tmp_path):
     assert lines[2].startswith("tolerance: ")
     r = _cli("compare", str(sides["quiet"]), str(sides["quiet"]))
     assert r.returncode == 0 and "LOADED" not in r.stdout and r.stdout.startswith("tolerance: ")
+
+
+def _slower(spread: float, change: float = 0.08, n: int = 9) -> tuple[BenchResult, BenchResult]:
+    """A base of tight rounds at 100 ms, and a new run ``change`` slower whose rounds spread by +-``spread``."""
+    rounds = list(100.0 * (1 + change) * (1 + spread * np.linspace(-1, 1, n)))
+    return (_bench({"e2e_ms_p50": 100.0}, {"e2e_ms_p50": _steady(100.0, n)}),
+            _bench({"e2e_ms_p50": float(np.median(rounds))}, {"e2e_ms_p50": rounds}))
+
+
+@pytest.mark.parametrize("spread, change, word", [
+    (0.02, 0.08, "FAIL"),  # +8%, its whole interval beyond 5%
+    (0.05, 0.08, "INCONCLUSIVE"),  # +8%, its interval reaching back to +4%: neither shown nor ruled out
+    (0.05, 0.03, "PASS"),  # +3%: the estimate within the tolerance
+])
+def test_a_figure_whose_estimate_is_beyond_the_tolerance_but_not_its_interval_is_inconclusive(spread, change, word):
+    c = compare(*map(lambda b: [b], _slower(spread, change)), 0.05)
+    (d,) = c.deltas
+    assert c.word == word and d.undecided is (word == "INCONCLUSIVE") and d.regressed is (word == "FAIL")
+    assert c.render().endswith(f"change is new vs base as measured: {word}")
+    assert ("INCONCLUSIVE" in c.render().splitlines()[1]) is (word == "INCONCLUSIVE")
+
+
+def test_compare_cli_exits_3_on_an_inconclusive_figure_saying_what_would_decide_it(tmp_path):
+    def run(name: str, bench: BenchResult) -> str:
+        rounds = bench.samples["e2e_ms_p50"]
+        path = tmp_path / name
+        path.write_text(json.dumps({"machine_info": {}, "benchmarks": [{
+            "name": "test_e2e[x]", "fullname": "t::test_e2e[x]", "group": "e2e-smoke",
+            "stats": {"median": float(np.median(rounds)) / 1000.0, "rounds": len(rounds),
+                      "data": [v / 1000.0 for v in rounds]},
+            "extra_info": {"e2e_ms_p50": float(np.median(rounds)), "samples": {"e2e_ms": rounds}}}]}))
+        return str(path)
+
+    base, new = _slower(0.05)
+    r = _cli("compare", run("base.json", base), run("new.json", new), "--max-regression", "5%")
+    assert r.returncode == 3, r.stdout + r.stderr
+    line = next(ln for ln in r.stderr.splitlines() if ln.startswith("INCONCLUSIVE t::test_e2e[x] e2e_ms_p50"))
+    assert "reaches within the 5% tolerance): more rounds per run decide it (about" in line
+    assert "release-check" in line and "REGRESSION" not in r.stderr
+
+
+def _bare(name: str, rounds: int, kept: bool) -> BenchResult:
+    """A pytest-benchmark entry that timed ``rounds`` rounds and kept them (``--benchmark-json``) or not
+    (``--benchmark-save`` without ``--benchmark-save-data``)."""
+    b = _bench({"median_s": 0.02}, {"median_s": [0.02] * rounds} if kept else None, name=f"t::{name}")
+    b.rounds = rounds
+    return b
+
+
+def test_a_file_that_timed_rounds_and_kept_none_stops_compare_from_two_rounds_and_one_benchmark_up():
+    with pytest.raises(ReportError, match="1 of 1 benchmark"):
+        require_round_data([_bare("test_tkg", 2, kept=False)], "saved.json")  # two rounds: an interval was due
+    require_round_data([_bare("test_compile", 1, kept=False)], "saved.json")  # one round: no interval anyway
+    with pytest.raises(ReportError, match=r"1 of 2 benchmark\(s\) timed rounds but kept none \(first: t::test_tkg"):
+        require_round_data([_bare("test_cte", 9, kept=True), _bare("test_tkg", 9, kept=False)], "mixed.json")
+    require_round_data([_bare("test_cte", 9, kept=True), _bare("test_tkg", 9, kept=True)], "written.json")

@@ -12,7 +12,9 @@ from harness.analysis.compare import Tolerances
 from harness.analysis.results import BenchResult, CaseOutcome, parse_junit
 from harness.analysis.pairing import FLOORS, SideReport, gated_figures
 from harness.analysis.verdict import cannot_run, decide, merge, merged_markdown, outcome_changes, still_open
-from harness.core.sequential import Design
+from harness.core.sequential import Design, Series
+from harness.core.sequential import decide as sequential_decide
+from harness.core.verdicts import exit_code
 from harness.core.stats import paired_ratio_ci, student_t_cdf, student_t_quantile
 
 pytestmark = pytest.mark.unit
@@ -105,6 +107,28 @@ def test_outcome_changes_count_new_skips_and_missing_tests():
     assert improved == ["d"]
 
 
+def test_across_stacks_a_test_one_stack_only_runs_is_not_comparable_not_an_outcome_change():
+    """The migration's case: the NxDI CPU tier passes on the NxDI side and skips on the served side."""
+    neuron_only = "tests/compat/test_neuron.py::test_cte_matches_hf"
+    server_only = "tests/serving/test_x.py::test_y"
+    base = {neuron_only: CaseOutcome("passed"), "t::same": CaseOutcome("passed"), "t::broke": CaseOutcome("passed"),
+            "t::gone": CaseOutcome("passed"), server_only: CaseOutcome("skipped", "needs a server")}
+    new = {neuron_only: CaseOutcome("skipped", "the NxDI CPU tier needs NxDI: pass --carbon-nxdi-source DIR"),
+           "t::same": CaseOutcome("passed"), "t::broke": CaseOutcome("failed", "boom"),
+           server_only: CaseOutcome("passed")}
+    mixed = decide(SideReport("baseline", backend="neuron", outcomes=base),
+                   SideReport("candidate", backend="openai", outcomes=new))
+    assert [(c["test"], c["candidate"]) for c in mixed.outcome_changes] == [("t::broke", "failed"), ("t::gone", "missing")]
+    assert [(c["test"], c["stack"]) for c in mixed.not_comparable] == [(neuron_only, "openai"), (server_only, "neuron")]
+    assert mixed.improvements == [] and "needs NxDI" in mixed.not_comparable[0]["message"]
+    assert "### Not comparable across stacks (2 tests one stack only runs)" in mixed.markdown()
+    assert mixed.to_dict()["not_comparable"] == mixed.not_comparable
+    one_stack = decide(SideReport("baseline", backend="neuron", outcomes=base),
+                       SideReport("candidate", backend="neuron", outcomes=new))
+    assert (neuron_only, "skipped") in [(c["test"], c["candidate"]) for c in one_stack.outcome_changes]
+    assert one_stack.not_comparable == [] and one_stack.improvements == [server_only]
+
+
 def test_a_candidate_that_cannot_generate_is_the_first_reason():
     error = ("failed on setup with \"harness.core.errors.BackendError: the installed NxDI build cannot generate "
              "(NameError: name 'tensor_capture_hook' is not defined); check which NxDI build this is\"")
@@ -123,7 +147,7 @@ def test_a_candidate_that_cannot_generate_is_the_first_reason():
 def test_verdict_files_carry_versions_and_render(tmp_path):
     verdict = decide(side("baseline", [17.0] * 3), side("candidate", [22.0] * 3), mode="NxDI CPU mode")
     data = json.loads(json.dumps(verdict.to_dict()))
-    assert data["schema"] == 2 and data["verdict"] == "FAIL" and data["sides"]["candidate"]["versions"]["nxdi_version"]
+    assert data["schema"] == 3 and data["verdict"] == "FAIL" and data["sides"]["candidate"]["versions"]["nxdi_version"]
     gated = [f for f in data["figures"] if f["gated"]]
     assert {f["metric"] for f in gated} == {"tkg_ms_p50", "load_s"} and any(f["regressed"] for f in gated)
     md = verdict.markdown()
@@ -131,13 +155,92 @@ def test_verdict_files_carry_versions_and_render(tmp_path):
     assert "### Gated figures" in md and "**FAIL**" in md and "<details>" in md
 
 
-def test_merged_legs_fail_when_any_leg_fails():
+NOISY = [25.0, 12.0, 24.0, 13.0]  # a candidate whose rounds disagree: +3% at a 39% spread
+
+
+def test_merged_legs_fail_when_any_leg_fails_else_are_inconclusive_when_any_leg_is():
     passed = decide(side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)).to_dict()
     failed = decide(side("baseline", [17.0] * 3), side("candidate", [22.0] * 3)).to_dict()
-    merged = merge([passed, failed], ["carbon-500m", "carbon-3b"])
+    undecided = decide(side("baseline", [17.0] * 4), side("candidate", NOISY)).to_dict()
+    assert (passed["verdict"], failed["verdict"], undecided["verdict"]) == ("PASS", "FAIL", "INCONCLUSIVE")
+    merged = merge([passed, failed, undecided], ["carbon-500m", "carbon-3b", "carbon-8b"])
     assert merged["verdict"] == "FAIL" and all(r.startswith("carbon-3b: ") for r in merged["reasons"])
+    assert merged["inconclusive"][0].startswith(f"carbon-8b: {TKG} tkg_ms_p50: open after 4 pairs")
     assert merge([passed, passed], ["a", "b"])["verdict"] == "PASS"
+    open_leg = merge([passed, undecided], ["a", "b"])
+    assert open_leg["verdict"] == "INCONCLUSIVE" and open_leg["reasons"] == []
     assert "| carbon-3b | FAIL |" in merged_markdown(merged)
+    assert "## Release check (all legs): INCONCLUSIVE" in merged_markdown(open_leg)
+    assert merge([passed, {"verdict": None}], ["a", "b"])["verdict"] == "FAIL"  # a leg that says nothing fails
+
+
+def test_a_figure_open_at_the_cap_is_inconclusive_naming_its_pairs_interval_and_what_would_decide_it():
+    verdict = decide(side("baseline", [17.0] * 4), side("candidate", NOISY), design=Design(min_pairs=4, max_pairs=4))
+    assert verdict.word == "INCONCLUSIVE" and exit_code(verdict.word) == 3 and verdict.reasons == []
+    assert not verdict.passed
+    (figure,) = verdict.open
+    text = figure.describe()
+    assert text.startswith(f"{TKG} tkg_ms_p50: open after 4 pairs: change +2.9%, 95% interval [-44.7%, +91.6%]")
+    assert f"about {figure.pairs_needed} pairs at the spread seen (--max-rounds {figure.pairs_needed})" in text
+    assert figure.pairs_needed > 4 and figure.spread == pytest.approx(0.391, abs=1e-3)
+    assert f"a pair spread under {100 * figure.spread_needed:.1f}% (seen 39.1%)" in text
+    data = verdict.to_dict()
+    assert data["verdict"] == "INCONCLUSIVE" and data["inconclusive"][0]["pairs_to_decide"] == figure.pairs_needed
+    md = verdict.markdown()
+    assert md.startswith("## Release check: INCONCLUSIVE") and "### Still open at --max-rounds 4" in md
+    assert "**open** after 4 pairs (inconclusive)" in md
+    assert verdict.summary().startswith(f"INCONCLUSIVE: 1 gated figure(s) still open at 4 pairs: {TKG} tkg_ms_p50")
+    # a reason to fail outranks an open figure
+    worse = side("candidate", NOISY, outcomes={"t::a": CaseOutcome("failed", "boom")})
+    both = decide(side("baseline", [17.0] * 4, outcomes={"t::a": CaseOutcome("passed")}), worse,
+                  design=Design(min_pairs=4, max_pairs=4))
+    assert both.word == "FAIL" and exit_code(both.word) == 1 and both.open
+
+
+def slower(change: float, spread: float, n: int = 4) -> list[float]:
+    return [17.0 * (1 + change) * np.exp(spread * x) for x in (1.0, -1.0, 0.7, -0.7, 0.3, -0.3, 0.5, -0.5)[:n]]
+
+
+def test_a_pass_names_a_likely_slowdown_above_the_verdict_and_fail_on_likely_fails_it():
+    """The issue's case: +13% [+7%, +19%] passes at 4 pairs (a 30% slowdown is ruled out, not 5%)."""
+    base, cand = side("baseline", [17.0] * 4), side("candidate", slower(0.13, 0.03))
+    verdict = decide(base, cand, design=Design())
+    assert verdict.word == "PASS" and exit_code(verdict.word) == 0
+    (warning,) = verdict.warnings
+    assert warning.startswith(f"{TKG} tkg_ms_p50: likely slower by 13.0% [+")
+    assert "over 4 pairs; tolerance 5%): it passed because a 30% change is ruled out" in warning
+    lo, hi = next(f for f in verdict.figures if f.metric == "tkg_ms_p50").bounds
+    assert 0.05 < lo < 0.13 < hi < 0.30
+    assert verdict.to_dict()["warnings"] == [warning]
+    md = verdict.markdown()
+    assert md.startswith(f"**Warning: {warning}**\n\n## Release check: PASS") and ", **likely slower**" in md
+    assert verdict.summary() == f"PASS; 1 warning(s): {warning}"
+    strict = decide(base, cand, design=Design(), fail_on_likely=True)
+    assert strict.word == "FAIL" and strict.reasons == [f"{warning} (--fail-on-likely)"] and strict.warnings == []
+    legs = merge([verdict.to_dict()], ["carbon-3b"])
+    assert legs["warnings"] == [f"carbon-3b: {warning}"]
+    assert merged_markdown(legs).startswith(f"**Warning: carbon-3b: {warning}**")
+
+
+def test_a_look_whose_interval_lies_beyond_the_tolerance_is_named_though_later_pairs_ease():
+    """Passed at its 4-pair look with +13% [+8%, +18%]; four later pairs (another figure still open) at -5%
+    bring the estimate over all 8 under 5%: the look that passed it still names it."""
+    base = side("baseline", [17.0] * 8)
+    cand = side("candidate", slower(0.13, 0.03) + slower(-0.05, 0.01))
+    verdict = decide(base, cand, design=Design())
+    tkg = next(f for f in verdict.figures if f.metric == "tkg_ms_p50")
+    assert tkg.decision.at_pairs == 4 and tkg.change < 0.05
+    (likely,) = verdict.likely
+    assert likely.at_look == 4 and likely.interval[0] > 0.05
+    assert "at the 4-pair look that passed it" in verdict.warnings[0]
+
+
+@pytest.mark.parametrize("candidate, why", [(slower(0.04, 0.03), "the estimate is within the tolerance"),
+                                            ([0.02] * 4, "the change is under the 0.05 ms floor")])
+def test_no_warning_where_the_change_is_within_the_tolerance_or_under_the_floor(candidate, why):
+    base = side("baseline", [17.0] * 4 if candidate[0] > 1 else [0.015] * 4)
+    verdict = decide(base, side("candidate", candidate), design=Design())
+    assert verdict.word == "PASS" and verdict.warnings == [], why
 
 
 def test_junit_outcomes_keep_the_failure_over_a_teardown_pass():
@@ -200,7 +303,13 @@ def test_each_pair_is_in_the_verdict_and_recomputes_its_interval():
     assert [p["round"] for p in tkg["pairs"]] == [1, 2, 3, 4, 5, 6]
     again = paired_ratio_ci([p["baseline"] for p in tkg["pairs"]], [p["candidate"] for p in tkg["pairs"]])
     assert tkg["interval"] == pytest.approx([again.low - 1, again.high - 1])
-    assert data["design"]["looks"] == [6] and tkg["decision"]["state"] in ("pass", "fail", "unresolved")
+    assert data["design"]["looks"] == [6]
+    # the decision replays from the pairs in the file alone, and this draw (+8% at a 14% spread) is open at its
+    # one look: the verdict is INCONCLUSIVE, not a pass and not a regression
+    replay = sequential_decide([Series("tkg", tuple((p["round"], p["log_ratio"]) for p in tkg["pairs"]), 0.05)],
+                               Design(min_pairs=6, max_pairs=6), 6)[0]
+    assert tkg["decision"]["state"] == replay.state == "unresolved" and data["verdict"] == "INCONCLUSIVE"
+    assert tkg["decision"]["upper_bound"] == pytest.approx(replay.upper)
 
 
 def compile_engines(compiled: dict[int, tuple[str, float | None]]) -> dict[int, dict]:

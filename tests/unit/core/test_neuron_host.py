@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.core import hardware
 from harness.core.hardware import HardwareError, detect_profile_name
 from harness.core.neuron_host import (NeuronHostError, host_record, instance_from_neuron_ls, neuron_os_packages,
                                       run_neuron_ls)
@@ -82,6 +83,22 @@ def test_a_failing_neuron_ls_is_one_line_naming_its_error(tmp_path):
     path = stub_neuron_ls(tmp_path, 'echo \'level=fatal msg="failed to discover Neuron devices"\' >&2; exit 1')
     with pytest.raises(NeuronHostError, match=r"exited 1: .*failed to discover Neuron devices"):
         run_neuron_ls(path)
+
+
+def test_a_neuron_device_without_neuron_ls_is_refused_naming_what_to_install(tmp_path, monkeypatch):
+    """/dev/neuron* present, neuron-ls absent: the host is a Neuron host that cannot say which, so the
+    run stops naming the package and --carbon-hardware (never a silent fall-through to the CPU profile).
+    The host's devices and PATH are this machine's: both are set here, the decision is the code's."""
+    monkeypatch.setattr(hardware, "neuron_device_count", lambda: 1)
+    monkeypatch.setattr(hardware, "neuron_ls_path", lambda: None)
+    with pytest.raises(HardwareError, match=r"/dev/neuron\* exists but neuron-ls \(aws-neuronx-tools\) is not on "
+                                            r"PATH.*--carbon-hardware NAME"):
+        hardware.host_neuron_ls()
+    stub = stub_neuron_ls(tmp_path, f"cat {RECORDED / 'trn2.3xlarge.json'}")
+    monkeypatch.setattr(hardware, "neuron_ls_path", lambda: stub)
+    assert hardware.host_neuron_ls() == recorded("trn2.3xlarge")
+    monkeypatch.setattr(hardware, "neuron_device_count", lambda: 0)
+    assert hardware.host_neuron_ls() is None
 
 
 def test_the_host_record_says_why_neuron_ls_is_absent():

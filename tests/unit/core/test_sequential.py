@@ -11,7 +11,19 @@ import os
 import numpy as np
 import pytest
 
-from harness.core.sequential import FAIL, OPEN, PASS, UNRESOLVED, Design, Series, decide, settled
+from harness.core.sequential import (
+    FAIL,
+    OPEN,
+    PASS,
+    UNRESOLVED,
+    Design,
+    Series,
+    decide,
+    p_within_tolerance,
+    pairs_to_decide,
+    settled,
+    spread_to_decide,
+)
 from harness.core.stats import paired_ratio_ci
 from harness.release.power import Family, normal, simulate
 
@@ -65,19 +77,50 @@ def test_a_change_under_the_floor_passes_even_when_large():
     assert decide([real], Design(), 4)[0].state == FAIL
 
 
+def borderline(spread: float, key: str = "borderline") -> Series:
+    """+10% with a spread whose p-value against the 5% tolerance is set by ``spread``."""
+    return series(math.log(1.10) + spread * np.array([1.0, -1.0, 1.2, -0.8]), key)
+
+
 def test_holm_holds_the_weakest_of_several_figures_to_a_stricter_level():
     rng = np.random.Generator(np.random.PCG64(7))
     clear = series(math.log(1.5) + rng.normal(0, 0.01, 4), "clear")
-    borderline = series(math.log(1.10) + np.array([0.01, -0.01, 0.012, -0.008]), "borderline")
-    alone = decide([borderline], Design(min_pairs=4, max_pairs=4), 4)[0]
-    with_others = decide([clear, borderline] + [series([0.0, 0.01, -0.01, 0.0], f"flat{i}") for i in range(16)],
-                         Design(min_pairs=4, max_pairs=4), 4)
-    assert with_others[0].state == FAIL and with_others[0].holm_level == pytest.approx(0.05 / 18)
-    assert alone.p_fail < 0.05 and alone.state == FAIL
-    if with_others[1].state == FAIL:
-        assert with_others[1].holm_level == pytest.approx(0.05 / 17)
-    else:
-        assert with_others[1].p_fail > 0.05 / 17
+    flat = [series([0.0, 0.01, -0.01, 0.0], f"flat{i}") for i in range(16)]
+    one_look = Design(min_pairs=4, max_pairs=4)
+    strong, weak = borderline(0.01), borderline(0.02)  # p 0.0019 and 0.012: both under 5%, one under 5% / 17
+    for figure in (strong, weak):
+        alone = decide([figure], one_look, 4)[0]
+        assert alone.state == FAIL and alone.holm_level == pytest.approx(0.05)
+    first, second = decide([clear, strong] + flat, one_look, 4)[:2]
+    assert first.state == FAIL and first.holm_level == pytest.approx(0.05 / 18)
+    assert second.state == FAIL and second.holm_level == pytest.approx(0.05 / 17)
+    held = decide([clear, weak] + flat, one_look, 4, final=False)[1]
+    assert held.state == PASS and 0.05 / 17 < held.p_fail < 0.05  # Holm stops at it: not failed at 5%
+
+
+def test_p_fail_pays_for_every_planned_look():
+    """Bonferroni over looks: the p-value a figure is held to is its one-sided p times the number of
+    looks the design plans, so a figure that fails a single look's 5% can stand at four looks."""
+    logs = [math.log(1.10) + x for x in (0.035, -0.035, 0.042, -0.028)]
+    p = p_within_tolerance(logs, 0.05)
+    assert 0.05 / 4 < p < 0.05
+    d = decide([series(logs)], Design(), 4)[0]  # looks at 4, 8, 12, 16
+    assert d.p_fail == pytest.approx(4 * p) and d.state == PASS  # not failed; a 30% change ruled out
+    single = decide([series(logs)], Design(min_pairs=4, max_pairs=4), 4)[0]
+    assert single.p_fail == pytest.approx(p) and single.state == FAIL
+
+
+def test_legs_hold_each_check_to_its_share_of_alpha():
+    """decide() with legs > 1: a figure that fails one check at 5% stands in one leg of three (5% / 3),
+    and one clear enough fails there at that level."""
+    one_look = Design(min_pairs=4, max_pairs=4)
+    weak = borderline(0.025)  # p 0.022
+    assert decide([weak], one_look, 4)[0].state == FAIL
+    legs = Design(min_pairs=4, max_pairs=4, legs=3)
+    held = decide([weak], legs, 4, final=False)[0]
+    assert held.state == PASS and held.p_fail > 0.05 / 3  # not failed: 30% ruled out
+    strong = decide([borderline(0.01)], legs, 4)[0]  # p 0.0019
+    assert strong.state == FAIL and strong.holm_level == pytest.approx(0.05 / 3)
 
 
 def test_legs_share_the_false_alarm_budget():
@@ -96,7 +139,8 @@ def test_decisions_are_final_and_the_check_settles_when_none_is_open():
     design = Design()
     logs = [0.0, 0.01, -0.01, 0.0] + [0.9] * 12  # passes at 4; later pairs do not reopen it
     d = decide([series(logs)], design, 16)[0]
-    assert d.state == PASS and d.at_pairs == 4
+    assert d.state == PASS and d.at_pairs == 4 and d.looks == [4]  # never looked at again
+    assert d.upper == decide([series(logs[:4])], design, 4)[0].upper
     assert settled([d]) and not settled(decide([series(logs[:4] + [0.9, 0.9])], design, 3))
 
 
@@ -105,6 +149,9 @@ def test_the_upper_bound_is_the_one_sided_t_bound_of_the_mean_log_ratio():
     d = decide([series(logs)], Design(min_pairs=4, max_pairs=4, beta=0.05), 4)[0]
     ci = paired_ratio_ci([1.0] * 4, list(np.exp(logs)), confidence=0.90)  # two-sided 90% = one-sided 95%
     assert d.upper == pytest.approx(ci.high - 1.0, rel=1e-6)
+    looks = decide([series(logs)], Design(), 4)[0]  # four planned looks spread beta: one-sided 1 - 0.05 / 4
+    ci = paired_ratio_ci([1.0] * 4, list(np.exp(logs)), confidence=1 - 2 * 0.05 / 4)
+    assert looks.upper == pytest.approx(ci.high - 1.0, rel=1e-6)
 
 
 def test_a_figure_at_the_tolerance_false_alarms_at_most_alpha():
@@ -125,3 +172,44 @@ def test_a_figure_that_lost_a_pair_gets_its_last_look_at_the_cap():
     d = decide([s], design, 8)[0]
     assert d.looks == [4, 7] and d.state == PASS and d.at_pairs == 7
 
+
+def test_a_late_look_needs_the_designs_minimum_of_pairs():
+    """A figure that lost pairs gets a last look at the final round only with at least ``min_pairs``:
+    five steady pairs pass at a 5-pair minimum, and stay open (unresolved) at a 6-pair one."""
+    s = Series("tkg", tuple((k, 0.001 * (-1) ** k) for k in range(4, 9)), 0.05)  # rounds 4..8: 5 pairs
+    assert decide([s], Design(min_pairs=5, max_pairs=8), 8)[0].state == PASS
+    d = decide([s], Design(min_pairs=6, max_pairs=8), 8)[0]
+    assert d.state == UNRESOLVED and d.looks == []
+
+
+def pattern(mean: float, sd: float, n: int) -> list[float]:
+    """``n`` log ratios with exactly this mean and sample standard deviation (+a, -a, ..., and 0 when
+    ``n`` is odd)."""
+    even = n - n % 2
+    a = sd * math.sqrt((n - 1) / even)
+    return [mean + a * (-1) ** k for k in range(even)] + [mean] * (n % 2)
+
+
+@pytest.mark.parametrize("mean", [0.0, 0.05, 0.12, 0.25])
+def test_the_pairs_estimated_to_decide_a_figure_do_decide_it_at_that_spread(mean):
+    sd = 0.25
+    n = pairs_to_decide(pattern(mean, sd, 4), 0.05, Design(), figures=1)
+    assert n is not None and n > 4
+    # n pairs with the same mean and spread, looked at once, at n: decided
+    assert decide([series(pattern(mean, sd, n))], Design(min_pairs=n, max_pairs=n), n)[0].state in (PASS, FAIL)
+    # and n is the fewest: the spread that decides it by a cap of n pairs admits this one, by n - 1 it does not
+    by = [spread_to_decide(pattern(mean, sd, 4), 0.05, Design(max_pairs=cap)) for cap in (n - 1, n)]
+    assert by[0] < sd <= by[1]
+    wider = pairs_to_decide(pattern(mean, 2 * sd, 4), 0.05, Design(), figures=1)
+    assert wider is None or wider > n
+
+
+def test_the_spread_estimated_to_decide_a_figure_is_the_boundary_at_the_cap():
+    design = Design(min_pairs=8, max_pairs=8)  # one look, at 8 pairs
+    for mean in (0.02, 0.15):  # a pass to rule out 30%, a failure beyond 5%
+        need = spread_to_decide(pattern(mean, 0.3, 4), 0.05, design)
+        assert need is not None and need > 0
+        assert decide([series(pattern(mean, 0.98 * need, 8))], design, 8)[0].state in (PASS, FAIL)
+        assert decide([series(pattern(mean, 1.02 * need, 8))], design, 8)[0].state == UNRESOLVED
+    assert pairs_to_decide([0.1, math.nan, 0.2], 0.05, design) is None
+    assert spread_to_decide([0.1, math.nan, 0.2], 0.05, design) is None

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from harness.core.storage import COMPLETE_MARKER, StorageError, atomic_dir, atomic_write_json, build_once, is_complete
+from harness.core.storage import (
+    COMPLETE_MARKER,
+    StorageError,
+    atomic_dir,
+    atomic_write_bytes,
+    atomic_write_json,
+    build_once,
+    current_umask,
+    is_complete,
+)
 from tests.unit.conftest import run_in_processes
 
 pytestmark = pytest.mark.unit
@@ -33,6 +43,29 @@ def test_atomic_dir_refuses_non_empty_destination(tmp_path):
         with atomic_dir(tmp_path / "d") as tmp:
             (tmp / "g").write_text("new")
     assert (tmp_path / "d" / "f").read_text() == "keep"
+
+
+def test_atomic_dir_fills_an_existing_empty_destination(tmp_path):
+    (tmp_path / "d").mkdir()
+    with atomic_dir(tmp_path / "d") as tmp:
+        (tmp / "g").write_text("new")
+    assert (tmp_path / "d" / "g").read_text() == "new" and is_complete(tmp_path / "d")
+
+
+def test_a_write_that_fails_leaves_no_temporary_file_and_the_old_file_whole(tmp_path):
+    path = atomic_write_json(tmp_path / "r.json", {"x": 1})
+    with pytest.raises(TypeError):
+        atomic_write_bytes(path, "text, not bytes")  # fails inside the write, after the temporary file exists
+    assert [f.name for f in tmp_path.iterdir()] == ["r.json"] and path.read_text() == '{\n  "x": 1\n}\n'
+
+
+def test_the_umask_is_read_as_octal_without_changing_it():
+    old = os.umask(0o027)
+    try:
+        assert current_umask() == 0o027
+        assert os.umask(0o027) == 0o027  # still what was set: reading it changed nothing
+    finally:
+        os.umask(old)
 
 
 def _build_into(dest: str, log: str) -> None:

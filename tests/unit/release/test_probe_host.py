@@ -39,7 +39,7 @@ def test_the_probe_records_neuron_ls_os_packages_and_pip_freeze(tmp_path):
 def test_the_verdict_table_shows_scalars_and_leaves_raw_records_to_the_json():
     side = {"versions": {"neuronx-cc": "2.24.5133.0", "os:aws-neuronx-runtime-lib": "2.31.24.0",
                          "neuron_ls": [{"instance_type": "trn2.3xlarge"}], "pip_freeze": ["nki==0.3.0"]}}
-    verdict = Verdict(True, [], [], [], {"baseline": side, "candidate": side}, 4, 0.95, 0.05, "device")
+    verdict = Verdict([], [], [], {"baseline": side, "candidate": side}, 4, 0.95, 0.05, "device")
     md = verdict.markdown()
     assert "| os:aws-neuronx-runtime-lib | 2.31.24.0 | 2.31.24.0 |" in md and "| neuronx-cc |" in md
     assert "neuron_ls" not in md and "pip_freeze" not in md

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.release.plant import ANCHOR, PlantError, plant_one_crash, plant_tkg_slowdown
-from harness.release.children import last_error_line
-from tests.helpers import run_cli
+import subprocess
+
+from harness.release.plant import ANCHOR, PlantError, plant_one_crash, plant_process_noise, plant_tkg_slowdown
+from harness.release.children import child_env, last_error_line
+from tests.helpers import REPO, run_cli
 
 pytestmark = pytest.mark.unit
 
@@ -47,6 +49,14 @@ pytestmark = pytest.mark.unit
       "6", "--max-rounds", "4"], "--max-rounds 4 is below --min-rounds 6"),
     (["--out", "{tmp}/o", "--neuron-cpu", "--resolve", "lots"], "argument --resolve: 'lots': give a positive change"),
     (["--out", "{tmp}/o", "--neuron-cpu", "--legs", "0"], "argument --legs"),
+    (["--out", "{tmp}/o", "--backend", "hf", "--dtype", "fp8"], "argument --dtype: invalid choice: 'fp8'"),
+    (["--out", "{tmp}/o", "--backend", "hf", "--dtype", "bf16", "--conformance-only", "--no-conformance"],
+     "--conformance-only and --no-conformance leave nothing to run"),
+    (["--out", "{tmp}/o", "--backend", "openai", "--serve-arg=--dtype=bfloat16"],
+     "--serve-arg=--dtype=bfloat16: give the dtype as --dtype / --baseline-dtype / --candidate-dtype"),
+    (["--out", "{tmp}/o", "--backend", "hf", "--baseline-dtype", "fp32"],
+     "give --candidate-python PY (the interpreter of the environment with the candidate release), or "
+     "--candidate-dtype to qualify a dtype in this environment"),
 ])
 def test_bad_input_is_named_before_anything_runs(tmp_path, args, message):
     r = run_cli("release-check", *(a.format(tmp=tmp_path) for a in args))
@@ -74,6 +84,50 @@ def test_merge_fails_when_a_leg_failed(tmp_path):
     assert r.returncode == 1, r.stderr
     merged = json.loads((tmp_path / "merged" / "verdict.json").read_text())
     assert merged["verdict"] == "FAIL" and merged["reasons"] == ["verdict-carbon-3b: tkg_ms_p50: slower by 30%"]
+
+
+def test_the_gate_script_exits_3_when_a_leg_is_inconclusive_and_none_failed(tmp_path):
+    """ci/scripts/gate.sh as the workflow runs it: a PASS leg and an INCONCLUSIVE one merge into
+    INCONCLUSIVE, exit 3, annotated as a warning (not a pass, not a regression) in the step's log."""
+    open_figure = {"figure": "t::test_tkg tkg_ms_p50", "text": "t::test_tkg tkg_ms_p50: open after 4 pairs"}
+    legs = {"verdict-carbon-500m": {"verdict": "PASS", "reasons": [], "sides": {}, "rounds": 4},
+            "verdict-carbon-3b": {"verdict": "INCONCLUSIVE", "reasons": [], "inconclusive": [open_figure],
+                                  "warnings": [], "sides": {}, "rounds": 4}}
+    for leg, verdict in legs.items():
+        (tmp_path / leg).mkdir()
+        (tmp_path / leg / "verdict.json").write_text(json.dumps({"schema": 3, **verdict}))
+    summary = tmp_path / "summary.md"
+    r = subprocess.run(["bash", "ci/scripts/gate.sh", str(tmp_path / "merged"), *(str(tmp_path / leg) for leg in legs)],
+                       cwd=REPO, capture_output=True, text=True, timeout=300,
+                       env=child_env({"PYTHON": sys.executable, "GITHUB_STEP_SUMMARY": str(summary)}))
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "::warning title=Release check INCONCLUSIVE::" in r.stdout
+    merged = json.loads((tmp_path / "merged" / "verdict.json").read_text())
+    assert merged["verdict"] == "INCONCLUSIVE" and merged["inconclusive"] == [
+        "verdict-carbon-3b: t::test_tkg tkg_ms_p50: open after 4 pairs"]
+    assert "## Release check (all legs): INCONCLUSIVE" in summary.read_text()
+
+
+def test_planted_process_noise_is_drawn_once_per_process(tmp_path):
+    """The noise plant's lines as NxDI's TKG step runs them: each process (a fresh module namespace) draws
+    its amount once and keeps it for every step; sigma 0 draws the median itself."""
+    def planted(median_ms: float, sigma: float, name: str) -> str:
+        tree = plant_process_noise(fake_tree(tmp_path / f"vendor-{name}"), tmp_path / name, median_ms, sigma)
+        code = (tree / "neuronx-distributed-inference" / "src" / "neuronx_distributed_inference" / "models" /
+                "model_base.py").read_text()
+        return textwrap.dedent(code.split("def forward(self):\n", 1)[1].replace(ANCHOR, ""))
+
+    fixed = {}
+    exec(planted(0.2, 0.0, "fixed"), fixed)  # noqa: S102 - the planted lines themselves
+    assert fixed["_PLANTED_PROCESS_MS"] == 0.2
+    step, first, second = planted(0.2, 1.0, "noisy"), {}, {}
+    exec(step, first)  # noqa: S102
+    drawn = first["_PLANTED_PROCESS_MS"]
+    exec(step, first)  # noqa: S102 - the same process's next step: the same amount
+    exec(step, second)  # noqa: S102 - another process: its own draw
+    assert first["_PLANTED_PROCESS_MS"] == drawn != second["_PLANTED_PROCESS_MS"]
+    with pytest.raises(PlantError, match="sigma=-1.0"):
+        plant_process_noise(fake_tree(tmp_path / "vendor-bad"), tmp_path / "bad", 1.0, -1.0)
 
 
 def test_planting_needs_nxdis_tkg_call(tmp_path):

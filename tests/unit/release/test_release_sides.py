@@ -74,3 +74,32 @@ def test_every_side_writes_its_contract_against_the_reference():
     assert ref[0] == sys.executable and option(ref, "--carbon-backend") == "hf"
     assert option(ref, "--carbon-dtype") == "fp32" and option(ref, "--carbon-device") == "cpu"
     assert option(ref, "--carbon-contract-out") == "/tmp/out/reference/contract"
+
+
+@pytest.mark.parametrize("backend, extra", [("hf", []), ("neuron", ["--carbon-neuron-cpu"]), ("openai", [])])
+def test_a_sides_dtype_reaches_its_backend_and_none_is_labelled_by_default(backend, extra):
+    kw = {"endpoint": "http://127.0.0.1:9"} if backend == "openai" else {}
+    source = Path("/src/nxdi") if backend == "neuron" else None
+    for dtype in ("bf16", "fp32", None):
+        side = Side("candidate", sys.executable, source, backend, dtype=dtype, **kw)
+        cmd = conformance_command(plan_of(NXDI, side, cpu=backend == "neuron"), side, Path("/tmp/j.xml"))
+        assert option(cmd, "--carbon-dtype") == dtype and all(a in cmd for a in extra)
+    reference = reference_command(plan_of(NXDI, SERVED), Path("/tmp/j.xml"))
+    assert option(reference, "--carbon-dtype") == "fp32" and option(reference, "--carbon-backend") == "hf"
+
+
+def test_a_started_server_runs_and_is_labelled_with_the_sides_dtype():
+    from harness.release.run import started_dtype
+    from harness.serving.server import VLLMServer
+
+    for dtype, flag in (("bf16", "bfloat16"), (None, "float32")):
+        side = Side("candidate", sys.executable, None, "openai", dtype=dtype)
+        server = VLLMServer(Path("/ckpt"), None, Path("/tmp/log"), dtype=started_dtype(side))
+        cmd = server.command()
+        assert cmd[cmd.index("--dtype") + 1] == flag and server.dtype == (dtype or "fp32")
+
+
+def test_conformance_only_says_so_in_the_mode_line():
+    side = Side("candidate", sys.executable, None, "hf", dtype="bf16")
+    plan = plan_of(Side("baseline", sys.executable, None, "hf", dtype="fp32"), side, perf=False)
+    assert plan.mode == "hf -> hf, conformance only (the correctness half: no perf rounds)"

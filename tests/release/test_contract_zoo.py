@@ -1,0 +1,49 @@
+"""The output contract on real bf16 stacks (``carbon-harness contract-zoo``): each case is a whole
+``release-check --conformance-only`` whose candidate is correct (it passes, exit 0) or carries one planted
+defect in its own environment (it fails with exit 1, the verdict naming the criterion, the prompt and the
+first position). CI runs one case (transformers, flat checkpoint, a wrong RoPE theta: ~1-2 minutes); the
+rest run under ``-m extended`` (``nox -s release-extended``): transformers bf16 and NxDI's CPU mode in bf16,
+on the flat carbon-tiny and the trained carbon-tiny-trained (a first use trains it: minutes, once).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from harness.release.defects import DEFECTS, EXPECTED
+from tests.helpers import run_cli
+
+pytestmark = [pytest.mark.release, pytest.mark.slow]
+
+CI_CASE = ("hf", "carbon-tiny", "rope-theta")
+CASES = [(stack, model, case) for stack in ("hf", "nxdi") for model in ("carbon-tiny", "carbon-tiny-trained")
+         for case in ("correct-bf16", *DEFECTS)]
+
+
+@pytest.mark.parametrize("stack, model, case", [
+    pytest.param(*c, marks=() if c == CI_CASE else pytest.mark.extended, id="-".join(c)) for c in CASES])
+def test_a_correct_candidate_passes_and_each_planted_defect_fails_naming_it(tmp_path, carbon_session, stack, model,
+                                                                           case):
+    args = ["contract-zoo", "run", "--out", str(tmp_path), "--stack", stack, "--model", model, "--case", case]
+    if stack == "nxdi":
+        source = carbon_session.config.nxdi_source
+        if source is None:
+            pytest.skip("the NxDI cases need --carbon-nxdi-source DIR (an NxDI tree such as ../shared/vendor) and an "
+                        "interpreter with transformers 4.57 (this one runs the sides)")
+        args += ["--nxdi-source", str(source), "--nxdi-python", sys.executable]
+    r = run_cli(*args, timeout=1500)
+    rows = json.loads((tmp_path / "zoo.json").read_text())
+    assert len(rows) == 1, r.stderr[-2000:]
+    row = rows[0]
+    assert row["exit"] == row["expected_exit"], (row["reasons"], r.stderr[-2000:])
+    candidate = row["candidate"]
+    if case.startswith("correct"):
+        assert row["verdict"] == "PASS" and candidate["passed"] and candidate["dtype"] == "bf16"
+        return
+    first = candidate["findings"][0]
+    assert first.startswith(EXPECTED[case]), candidate["findings"]
+    assert "(prompt " in first and ", first at position " in first
+    assert row["verdict"] == "FAIL" and any(EXPECTED[case] in reason for reason in row["reasons"])

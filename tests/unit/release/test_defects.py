@@ -1,0 +1,64 @@
+"""Planted correctness defects (``harness.release.defects``): each lands in the candidate's environment
+only, as a sitecustomize hook whose target module is patched when it is imported, or an edited copy of
+an NxDI tree; an NxDI release that moved the edited line is refused by name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.release.defects import DEFECTS, EXPECTED, HOOKS, NXDI_EDITS, WRONG_EPS, plant_hook, plant_nxdi
+from harness.release.plant import PlantError
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.unit
+
+
+def in_process_with(hook: Path, code: str) -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), str(REPO)])}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout.strip()
+
+
+def test_every_defect_names_the_criterion_it_breaks_and_has_a_plant():
+    assert set(EXPECTED) == set(DEFECTS) and set(DEFECTS) <= set(HOOKS)
+
+
+def test_the_tokenizer_hook_moves_every_6mer_boundary_by_one_base(tmp_path):
+    from harness.carbon.tokenizer import CarbonTokenizer
+
+    code = ("from harness.carbon.tokenizer import CarbonTokenizer; "
+            "print(CarbonTokenizer.builtin()('<dna>ACGTACGTACGTA')['input_ids'])")
+    planted = in_process_with(plant_hook("tokenizer-shift", tmp_path / "h"), code)
+    assert planted == str(CarbonTokenizer.builtin()("<dna>CGTACGTACGTA")["input_ids"])
+
+
+def test_the_eps_hook_reaches_transformers_rmsnorm(tmp_path):
+    code = ("from transformers.models.llama.modeling_llama import LlamaRMSNorm; "
+            "print(LlamaRMSNorm(8, eps=1e-6).variance_epsilon)")
+    assert float(in_process_with(plant_hook("rms-eps", tmp_path / "h"), code)) == WRONG_EPS
+
+
+def test_an_unknown_hook_is_refused_by_name(tmp_path):
+    with pytest.raises(PlantError, match="unknown hook 'nan-logits'; known: rope-theta"):
+        plant_hook("nan-logits", tmp_path)
+
+
+@pytest.mark.parametrize("defect", sorted(NXDI_EDITS))
+def test_an_nxdi_edit_changes_only_its_line_in_a_copy(tmp_path, defect, nxdi_source):
+    dest = plant_nxdi(defect, nxdi_source, tmp_path / "tree")
+    name, old, new = NXDI_EDITS[defect]
+    original = (nxdi_source / "neuronx-distributed-inference" / "src" / "neuronx_distributed_inference" / name)
+    planted = dest / "neuronx-distributed-inference" / "src" / "neuronx_distributed_inference" / name
+    assert planted.read_text() == original.read_text().replace(old, new) and old in original.read_text()
+
+
+def test_an_nxdi_tree_without_the_line_is_refused(tmp_path, nxdi_source):
+    once = plant_nxdi("rope-theta", nxdi_source, tmp_path / "once")  # its line is gone from the copy
+    with pytest.raises(PlantError, match="'base=config.rope_theta,' not found"):
+        plant_nxdi("rope-theta", once, tmp_path / "twice")
