@@ -212,45 +212,6 @@ def cpu_arms(source: Path, out: Path, runs: int, models: Sequence[str], shapes: 
     return Arms(plan, sides), plant
 
 
-def check_warm_up() -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """The check's own warm-up of a resumed server (``harness.release.served.warm_rows`` / ``warm_up``:
-    each shape's static batch, twice, as concurrent streamed requests); until that lands in this tree, the
-    same passes made here."""
-    from harness.release import served
-
-    if hasattr(served, "warm_up") and hasattr(served, "warm_rows"):
-        return served.warm_rows, served.warm_up
-
-    def rows(checkpoint: Path, shapes: Sequence[str]) -> list[tuple[list[list[int]], int]]:
-        from harness.carbon.dna import shape_prompts
-        from harness.carbon.tokenizer import CarbonTokenizer
-        from harness.core.spec import get_shape
-
-        tokenizer = CarbonTokenizer.from_checkpoint(checkpoint)
-        return [([list(tokenizer(p)["input_ids"]) for p in shape_prompts(get_shape(n))], get_shape(n).max_new_tokens)
-                for n in shapes]
-
-    def warm(server: Any, model: str, batches: list[tuple[list[list[int]], int]], times: int = 2) -> list[str]:
-        import asyncio
-
-        from harness.serving.client import Endpoint, client_session, run_async, stream_completion
-
-        endpoint = Endpoint(server.url, model, server.api_key)
-
-        async def go() -> list[str]:
-            failed: list[str] = []
-            async with client_session(endpoint) as http:
-                for _ in range(times):
-                    for batch, new in batches:
-                        done = await asyncio.gather(*(stream_completion(http, endpoint, r, new) for r in batch))
-                        failed += [r.error for r in done if r.error]
-            return failed
-
-        return run_async(go())
-
-    return rows, warm
-
-
 def served_arms(python: str, out: Path, runs: int, models: Sequence[str], shapes: Sequence[str], fraction: float,
                 servers: dict[str, Any], progress: Callable[[str], None]
                 ) -> tuple[Arms, Callable[[dict[str, float]], tuple[Side, dict[str, Any]]]]:
@@ -258,7 +219,7 @@ def served_arms(python: str, out: Path, runs: int, models: Sequence[str], shapes
     ``servers``), only the round's arm running; B's server plants ``fraction`` of a decode step."""
     from harness.release.plant import plant_served_step_slowdown
     from harness.release.plan import served_name
-    from harness.release.served import focus, ready, served_checkpoint, spawn
+    from harness.release.served import focus, ready, served_checkpoint, spawn, warm_rows, warm_up
 
     base = CheckPlan(Side("A", python, backend="openai"), Side("A2", python, backend="openai"), out,
                      models=tuple(models), shapes=tuple(shapes), runs=runs)
@@ -275,7 +236,6 @@ def served_arms(python: str, out: Path, runs: int, models: Sequence[str], shapes
     sides = {arm: start(arm, {}) for arm in ("A", "A2")}
     plan = replace(base, baseline=sides["A"], candidate=sides["A2"])
 
-    warm_rows, warm_up = check_warm_up()
     batches = warm_rows(checkpoint, plan.shapes)
 
     def before(arm: str) -> None:  # as the check's focus: only this arm's server runs, warmed once resumed
