@@ -55,6 +55,7 @@ def analyse_command(args: argparse.Namespace) -> int:
     from harness.core.storage import atomic_write_json, atomic_write_text
     from harness.release.power import report
     from harness.release.power.noise import measure, read_stream
+    from harness.release.power.report import pct
 
     streams = [read_stream(p) for p in args.records]
     measured = [(s, measure(s)) for s in streams]
@@ -63,20 +64,27 @@ def analyse_command(args: argparse.Namespace) -> int:
     aims = report.aims(cells, settings)
     names = report.family_names()
     command = "python -m harness.release.power " + " ".join(sys.argv[1:] if argv_of(args) is None else argv_of(args))
-    table = report.summary(cells, settings) + ["", f"What the default design ({Design().describe()}) does at the "
-                                                   "measured noise (normal model; the aims' unit test holds it to "
-                                                   "these):", ""] + [report.aim_line(a, names) for a in aims]
-    lines = [f"Measured {report.today()} on this machine; `{command}`", "", *table, ""]
+    told = report.discrimination()
+    table = report.summary(cells, settings) + [
+        "", f"What the default design ({Design().describe()}) does at the measured noise (the normal model; "
+        f"tests/unit/release/test_power_aims.py asserts each line on {told['sims']} seeded checks: a rule that "
+        f"caught +30% only 93% of the time would still read 95% there {pct(told['passes_at_93'])} of the time, "
+        f"one that failed A/A 7% would read 5% {pct(told['passes_at_7'])} of the time):", ""] \
+        + [report.aim_line(a, names) for a in aims]
+    where = report.machine(streams)
+    lines = [f"Measured {report.today()} on a {where}; `{command}`", "", *table, ""]
     for stream, noise in measured:
         lines += report.noise_lines(noise)
-        if noise["stack"] == "neuron-cpu":
-            real = report.walk(stream, next(s.what for s in settings if s.stream is stream))
-            lines += [f"The default design on disjoint stretches of the stream's own pairs (CPU check): A/A "
-                      f"{real['A/A']}; planted {real['planted']}.", ""]
+        family = next(s.what for s in settings if s.stream is stream)  # the stream's own check, one leg
+        real = report.walk(stream, family)
+        lines += [f"The default design on disjoint stretches of the stream's own pairs ({family.name}: independent "
+                  f"checks, not subsets of one run): A/A {', '.join(real['A/A'])}; planted "
+                  f"{', '.join(real['planted'])}.", ""]
     lines += ["Every cell:", "", *report.detail(cells), ""]
     atomic_write_text(args.out, "\n".join(lines))
     if args.fixture is not None:
-        atomic_write_json(args.fixture, {"schema": 2, "measured": report.today(), "command": command,
+        atomic_write_json(args.fixture, {"schema": 2, "measured": report.today(), "machine": where,
+                                         "command": command,
                                          "design": Design().describe(), "streams": {n["label"]: n for _, n in measured},
                                          "aims": aims, "cells": cells})
     if args.readme is not None:
@@ -84,7 +92,7 @@ def analyse_command(args: argparse.Namespace) -> int:
         if text.count(BEGIN) != 1 or text.count(END) != 1:
             raise SystemExit(f"{args.readme}: no single {BEGIN} ... {END} section to replace")
         head, rest = text.split(BEGIN)
-        atomic_write_text(args.readme, head + BEGIN + "\n" + f"Measured {report.today()}; `{command}`\n\n"
+        atomic_write_text(args.readme, head + BEGIN + "\n" + f"Measured {report.today()} on a {where}; `{command}`\n\n"
                           + "\n".join(table) + "\n" + END + rest.split(END, 1)[1])
     print("\n".join(lines))
     return 0
