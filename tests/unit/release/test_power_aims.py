@@ -1,24 +1,27 @@
 """The release check's rule holds the aims the README states, at the noise measured on this machine for
 every figure a check gates (fixtures/release/noise.json, from ``python -m harness.release.power``).
 
-Each aim in the fixture is a bound the README prints word for word (its power-table section): A/A checks
-end FAIL at most 1 in 20 (FAIL only; INCONCLUSIVE has its own bound), a 30% slowdown is caught at least
-so often. The checks are random draws, the seed named in each message; every bound was set by the
-analysis with room for the table's estimate (99%) and for this many checks (1 in 1000 either side), so a
-correct rule fails this test about 1 time in 1000, and one that drifts past its stated rates fails it."""
+Each aim in the fixture is a line the README prints word for word (its power-table section): the design's
+own aims, A/A checks end FAIL at most ``alpha`` (5%; INCONCLUSIVE has its own, measured, bound) and a 30%
+slowdown on one figure is caught at least ``1 - beta`` (95%) of the time, unless the analysis found the
+design short of one at the measured noise, in which case the line says so and states what it achieves.
+1000 checks per aim: a rule that caught only 93% (or failed A/A 7%) would read as its aim 0.6% of the time.
+The draws are seeded (the seed is in each message; ``CARBON_POWER_SEED=random`` or another integer draws
+afresh: every bound holds with room for a 1-in-1000 draw)."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import os
+import types
 
 import pytest
 
 from harness.core.sequential import Design
 from harness.release.power import simulate
 from harness.release.power.noise import family_of, key_of, multinormal
-from harness.release.power.report import TARGET, aim_line, family_names, trn2_family
+from harness.release.power.report import TARGET, aim_line, aims, family_names, seed_of, trn2_family
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.unit
@@ -38,8 +41,12 @@ def groups() -> list[tuple[str, str]]:
     return sorted({(a["family"], a["load"]) for a in NOISE["aims"]})
 
 
-def random_seed() -> int:
-    return int.from_bytes(os.urandom(4), "little")
+def seed(*parts: str) -> int:
+    """A fixed seed per draw, or fresh ones (``CARBON_POWER_SEED=random``), or another fixed set (an integer)."""
+    chosen = os.environ.get("CARBON_POWER_SEED", "0")
+    if chosen == "random":
+        return int.from_bytes(os.urandom(4), "little")
+    return seed_of(chosen, *parts)
 
 
 @pytest.mark.parametrize("name, load", groups(), ids=[f"{f}-{ld}" for f, ld in groups()])
@@ -50,15 +57,15 @@ def test_the_default_design_meets_the_aims_the_readme_states(name, load):
     fam = family(name, noise)
     target = key_of(noise, fam, TARGET[STACK[name]])
     checked = []
-    for change, aims in itertools.groupby(sorted((a for a in NOISE["aims"] if (a["family"], a["load"]) == (name, load)),
+    for change, group in itertools.groupby(sorted((a for a in NOISE["aims"] if (a["family"], a["load"]) == (name, load)),
                                                  key=lambda a: a["change"]), key=lambda a: a["change"]):
-        aims = list(aims)
-        seed = random_seed()
+        listed = list(group)
+        drawn = seed(name, load, change)
         shift = 0.0 if change == "A/A" else float(change.split("%")[0]) / 100
         rates = simulate(Design(), multinormal(noise), fam, shift, "all" if change == "A/A" else target,
-                         aims[0]["sims"], seed).to_dict()
-        for aim in aims:
-            said = f"{aim_line(aim, family_names())} -- simulated {rates}, seed {seed}"
+                         listed[0]["sims"], drawn).to_dict()
+        for aim in listed:
+            said = f"{aim_line(aim, family_names())} -- this draw {rates}, seed {drawn}"
             if "at_most" in aim:
                 assert rates[aim["outcome"]] <= aim["at_most"], said
             else:
@@ -74,22 +81,49 @@ def test_the_readme_states_every_aim_the_fixture_holds():
         assert aim_line(aim, family_names()) in section
 
 
-def test_the_aa_fail_aim_is_the_designs_own_budget():
-    """A/A FAIL is bounded by the design's false-alarm budget itself, not by a rate the analysis measured."""
-    budgets = {a["at_most"] for a in NOISE["aims"] if a["change"] == "A/A" and a["outcome"] == "fail"}
-    assert budgets == {Design().alpha}
+def test_the_aims_are_the_designs_own_unless_the_readme_says_it_falls_short():
+    """A/A FAIL is held to the design's false-alarm budget and +30% to its power, not to rates the analysis
+    measured; a bound moved past an aim is marked short, and the README's line says "short of"."""
+    design = Design()
+    for aim in NOISE["aims"]:
+        if aim["aim"] is None:
+            continue
+        stated = aim.get("at_most", aim.get("at_least"))
+        assert aim["aim"] in (design.alpha, 1 - design.beta)
+        assert (stated != aim["aim"]) == aim["short"], aim
+        assert ("short of the design's aim" in aim_line(aim, family_names())) == aim["short"]
 
 
+@pytest.mark.parametrize("load", ["quiet", "loaded"])
 @pytest.mark.parametrize("name", ["cpu", "trn2"])
-def test_every_figure_at_its_tolerance_fails_the_family_at_most_alpha(name):
+def test_every_figure_at_its_tolerance_fails_the_family_at_most_alpha(name, load):
     """The worst case of "within tolerance": every gated figure of every leg exactly at its tolerance, at the
-    noise measured on a loaded box. Holm across the family's figures (24 in the Trn2 workflow: 3 legs of
+    noise measured under each load. Holm across the family's figures (24 in the Trn2 workflow: 3 legs of
     2 shapes x 4 figures) and Bonferroni across looks keep a FAIL to at most alpha; the bound adds 3.1
     standard deviations of this many checks."""
-    noise = NOISE["streams"]["cpu-loaded"]
+    noise = NOISE["streams"][f"cpu-{load}"]
     fam = family(name, noise)
-    sims = {"cpu": 1500, "trn2": 600}[name]
-    seed = random_seed()
+    sims = {"cpu": 1000, "trn2": 400}[name]
+    drawn = seed("tolerance", name, load)
     alpha = Design().alpha
-    rate = simulate(Design(), multinormal(noise), fam, [f.tolerance for f in fam.figures], None, sims, seed).rate("FAIL")
-    assert rate <= alpha + 3.09 * (alpha * (1 - alpha) / sims) ** 0.5, f"{name}: {rate:.4f} of {sims}, seed {seed}"
+    at_tolerance = [f.tolerance for f in fam.figures]
+    rate = simulate(Design(), multinormal(noise), fam, at_tolerance, None, sims, drawn).rate("FAIL")
+    assert rate <= alpha + 3.09 * (alpha * (1 - alpha) / sims) ** 0.5, f"{name}: {rate:.4f} of {sims}, seed {drawn}"
+
+
+def test_a_rate_short_of_its_aim_is_stated_as_achieved_and_marked_short():
+    """Where the simulated rate does not clear an aim with room, the README's line states what the design
+    achieves (the rate moved past its intervals) and says it falls short; where it does, the aim itself."""
+    setting = types.SimpleNamespace(family="cpu", load="quiet")
+    for aa_fail, caught, short in ((0.08, 0.92, True), (0.002, 0.99, False)):
+        cells = [{"family": "cpu", "load": "quiet", "model": "normal", "change": "A/A", "fail": aa_fail,
+                  "inconclusive": 0.1, "sims": 2000},
+                 {"family": "cpu", "load": "quiet", "model": "normal", "change": "+30% tkg_ms_p50", "fail": caught,
+                  "inconclusive": 0.0, "sims": 2000}]
+        fail, _, thirty = aims(cells, [setting])
+        assert fail["short"] == thirty["short"] == short
+        if short:
+            assert aa_fail < fail["at_most"] < 0.15 and 0.85 < thirty["at_least"] < caught
+        else:
+            assert (fail["at_most"], thirty["at_least"]) == (Design().alpha, 1 - Design().beta)
+        assert ("short of the design's aim" in aim_line(thirty, family_names())) == short
