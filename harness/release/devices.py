@@ -14,8 +14,7 @@ from harness.core.neuron_cores import VISIBLE_CORES
 from harness.release.plan import CheckPlan, served_name
 
 
-def focus_on(servers: dict[str, Any], plan: CheckPlan, read_backs: list[dict[str, Any]],
-             progress: Callable[[str], None]) -> Callable[[str | None], None]:
+def focus_on(servers: dict[str, Any], plan: CheckPlan, progress: Callable[[str], None]) -> Callable[[str | None], None]:
     """``focus(side)`` before each side's turn (its conformance run, each of its perf rounds): where the
     sides cannot hold their NeuronCores at once, the other side's server is stopped and this side's started
     (``ExclusiveFocus``); otherwise the other side's server is paused (``harness.release.rounds.focus_on``)."""

@@ -28,10 +28,10 @@ from harness.analysis.compare import Tolerances
 from harness.analysis.contract import ContractResult
 from harness.analysis.pairing import SideReport
 from harness.analysis.verdict import Verdict, cannot_run, decide
+from harness.core.neuron_cores import VISIBLE_CORES
 from harness.core.paths import REPO_ROOT
 from harness.core.storage import atomic_write_json, atomic_write_text
 from harness.release.children import last_error_line, read_outcomes, run_logged, session_error
-from harness.core.neuron_cores import VISIBLE_CORES
 from harness.release.errors import ReleaseCheckError
 from harness.release.plan import (
     CheckPlan,
@@ -212,7 +212,7 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
     reports = {s.name: SideReport(s.name, backend=s.backend) for s in (plan.baseline, plan.candidate)}
     timeout = 3600.0
     plan, servers, starts, read_backs = start_servers(plan, progress) if plan.served else (plan, {}, {}, [])
-    focus = focus_on(servers, plan, read_backs, progress)
+    focus = focus_on(servers, plan, progress)
     try:
         for side in (plan.baseline, plan.candidate):
             report = reports[side.name]
