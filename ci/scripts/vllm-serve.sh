@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The vLLM Neuron server of one served leg, in the foreground: `carbon-harness vllm-serve --exec` in the
-# serving venv's interpreter replaces this shell (same pid, so whoever started the script stops the server
-# with it), with the shape's like-for-like flags (harness/core/vllm_neuron.py). No command line is built as a
+# The vLLM Neuron server of one served leg, in the foreground: `carbon-harness vllm-serve --exec` (as
+# `python -m harness.core.vllm_neuron`, which imports no torch) in the serving venv's interpreter replaces
+# this shell (same pid, so whoever started the script stops the server with it), with the shape's
+# like-for-like flags (harness/core/vllm_neuron.py). No command line is built as a
 # string: the server's environment is set by the harness, never as a `VAR=value cmd` prefix that `exec`
 # would take for the command. `carbon-harness release-check --candidate-serve-script` runs this script for
 # the served side (ci/scripts/release-leg.sh passes it), and starts it again after the other side's turn
@@ -33,4 +34,4 @@ args=(--model "$CHECKPOINT" --shape "$SHAPE" --served-model-name "$SERVED_MODEL"
       --port "$PORT" --device "$device")
 if [ -n "${VLLM_CACHE:-}" ]; then args+=(--cache-root "$VLLM_CACHE"); fi
 if [ -n "${PIDFILE:-}" ]; then echo "$$" > "$PIDFILE"; fi
-exec "$SERVE_PYTHON" -m harness.cli vllm-serve --exec "${args[@]}"
+exec "$SERVE_PYTHON" -m harness.core.vllm_neuron --exec "${args[@]}"

@@ -164,9 +164,9 @@ def test_the_old_break_planted_in_the_script_is_caught(tmp_path):
     """The workflow's old start, planted back into a copy of the script: the server never starts."""
     script = tmp_path / "vllm-serve.sh"
     text = (REPO / "ci" / "scripts" / "vllm-serve.sh").read_text()
-    old = 'exec "$SERVE_PYTHON" -m harness.cli vllm-serve --exec "${args[@]}"'
+    old = 'exec "$SERVE_PYTHON" -m harness.core.vllm_neuron --exec "${args[@]}"'
     assert old in text
-    script.write_text(text.replace(old, 'cmd=$("$SERVE_PYTHON" -m harness.cli vllm-serve "${args[@]}")\n'
+    script.write_text(text.replace(old, 'cmd=$("$SERVE_PYTHON" -m harness.core.vllm_neuron "${args[@]}")\n'
                                         'bash -c "exec ${cmd#env }"'))
     r, got = run_serve_script(tmp_path, script)
     assert r.returncode != 0 and not got, r.stderr
