@@ -3,9 +3,11 @@
 # file of ci/constraints/, from Neuron's release content: NxDI, NxD, neuronx-cc, torch-neuronx,
 # libneuronxla, nki) installed together from the Neuron pip repository, torch from PyTorch's CPU index
 # as Neuron's own instructions do (PyPI's x86 torch is the CUDA build), then this harness. The runner's
-# DLAMI venv is never touched. The pinned Neuron packages come from the Neuron index alone (--index-url, --no-deps),
-# by hash where the constraints file records them (every pin or none). Only Python packages are swapped: the Neuron runtime, driver and
-# collectives are the host's OS packages, the same for both sides (the probe records their versions).
+# DLAMI venv is never touched. The pinned Neuron packages come from the Neuron index alone (--index-url,
+# --no-deps: PyPI's placeholders of the same names are never candidates), by hash where the constraints file
+# records them (every pin or none). Only Python packages are swapped: the Neuron runtime, driver and
+# collectives are the host's OS packages, the same for both sides (the probe records their versions and
+# compares them with the constraints file's, which is kept in the venv as carbon-harness-constraints.txt).
 # Reused while its stamp's first line holds: the constraints file, pyproject.toml and the interpreter's
 # version; any change rebuilds it. The rest of the stamp is the venv's `pip freeze` (the probe also
 # records it per side, into the verdict).
