@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.carbon.checkpoint import cached_checkpoint
-from harness.core.spec import MODELS
 from harness.core.ports import free_port
+from harness.core.spec import MODELS
 from harness.release.errors import ReleaseCheckError
 from harness.serving.server import VLLMServer, serving_tokenizer_dir
 
