@@ -106,15 +106,24 @@ def plan_cores(instance: str, logical_cores: int, tp: Mapping[str, int], served:
                     "no side is served: every process runs alone, one after the other")
 
 
+class EnvironRewritten(OSError):
+    """The process wrote over its environment area (``setproctitle`` does, to make room for a long title):
+    ``/proc/PID/environ`` no longer holds its variables. ``SPT_NOENV=1`` stops setproctitle from doing so."""
+
+
 def read_environ(pid: int, proc: Path = Path("/proc")) -> dict[str, str]:
     """A running process's environment as it was exec'ed (``/proc/PID/environ``): what it actually got,
-    whatever the scripts between the caller and it did. Raises OSError when it cannot be read."""
+    whatever the scripts between the caller and it did. Raises OSError when it cannot be read, and
+    EnvironRewritten when the process wrote over it (an area of NULs or a title, no ``NAME=value``); an
+    empty file is an empty environment."""
     raw = (proc / str(pid) / "environ").read_bytes()
     out = {}
     for entry in raw.split(b"\0"):
         key, sep, value = entry.decode(errors="replace").partition("=")
-        if sep:
+        if sep and key:
             out[key] = value
+    if raw and not out:
+        raise EnvironRewritten(f"{proc / str(pid) / 'environ'} holds no NAME=value: the process wrote over it")
     return out
 
 

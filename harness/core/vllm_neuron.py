@@ -138,8 +138,11 @@ def serve_command(model: str, shape: RunShape, served_name: str = "", port: int 
     if served_name:
         args += ["--served-model-name", served_name]
     root = Path(cache_root) / cache_key(served_name or model, shape, stack or installed_stack())
+    # SPT_NOENV: vLLM names its processes with setproctitle, which otherwise writes over each one's environment
+    # area, and /proc/PID/environ (where a release check reads back each process's NeuronCores) with it
     env = {"VLLM_NEURON_COMPILATION_TIMEOUT": str(COMPILATION_TIMEOUT_S),
-           "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(COMPILATION_TIMEOUT_S), "VLLM_CACHE_ROOT": str(root)}
+           "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(COMPILATION_TIMEOUT_S), "VLLM_CACHE_ROOT": str(root),
+           "SPT_NOENV": "1"}
     if on_cpu:
         env.update({"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"})
     return ServeCommand(model, tuple(args), env, device)

@@ -56,8 +56,8 @@ def read_back(who: str, server: Any, planned: str | None) -> list[dict[str, Any]
     for member in sorted(set(group_members(pid)) | {pid}):
         try:
             environ = read_environ(member)
-        except OSError as exc:
-            records.append({"who": who, "pid": member, "error": str(exc)})
+        except OSError as exc:  # gone since listed, or its environment area rewritten (EnvironRewritten)
+            records.append({"who": who, "pid": member, "unreadable": str(exc)})
             continue
         problem = check_range(f"the {who}'s server process {member}", environ, planned)
         records.append({"who": who, "pid": member, VISIBLE_CORES: environ.get(VISIBLE_CORES), "planned": planned,
@@ -140,8 +140,9 @@ def markdown(neuron_cores: dict[str, Any]) -> list[str]:
     lines = ["### NeuronCores", "", f"{cores['scheme']} on {cores['instance']} ({cores['logical_cores']} logical "
              f"cores): " + ", ".join(f"{k} `{v}`" for k, v in cores["ranges"].items()) + f". {cores['reason']}.", ""]
     for r in neuron_cores.get("servers", []):
-        lines.append(f"- the {r['who']}'s server process {r['pid']}: {VISIBLE_CORES}={r.get(VISIBLE_CORES)} "
-                     f"(planned {r.get('planned')})")
+        got = f"not readable ({r['unreadable']})" if "unreadable" in r else f"{VISIBLE_CORES}={r.get(VISIBLE_CORES)} " \
+                                                                            f"(planned {r.get('planned')})"
+        lines.append(f"- the {r['who']}'s server process {r['pid']}: {got}")
     for name, got in neuron_cores.get("rounds", {}).items():
         lines.append(f"- the {name}'s perf rounds: {VISIBLE_CORES}={', '.join(sorted(set(map(str, got)))) or '-'}")
     starts = [e for e in neuron_cores.get("events", []) if e["action"] == "start"]

@@ -91,3 +91,16 @@ def test_a_running_process_reads_back_the_range_it_was_given():
     assert check_range("the server", environ, "0-3") == ("the server runs with NEURON_RT_VISIBLE_CORES=4-7, "
                                                           "planned 0-3")
     assert "would take every NeuronCore" in check_range("the server", {}, "0-3")
+
+
+def test_an_environment_written_over_is_told_from_an_empty_one(tmp_path):
+    """setproctitle (vLLM names its processes with it) writes a title and NULs over the environment area."""
+    from harness.core.neuron_cores import EnvironRewritten
+
+    for pid, raw in ((1, b"VLLM::EngineCore\0\0\0\0"), (2, b""), (3, b"PATH=/bin\0NEURON_RT_VISIBLE_CORES=0-3\0")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "environ").write_bytes(raw)
+    with pytest.raises(EnvironRewritten, match="wrote over it"):
+        read_environ(1, tmp_path)
+    assert read_environ(2, tmp_path) == {}  # exec'ed with no environment: no range, which check_range names
+    assert read_environ(3, tmp_path)["NEURON_RT_VISIBLE_CORES"] == "0-3"
