@@ -32,8 +32,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 MUTANTS = Path(__file__).with_name("mutants.toml")
-PYTEST_ARGS = ["-q", "-x", "-p", "no:cacheprovider", "-p", "no:unraisableexception", "--no-header", "--tb=line", "-o", "addopts=",
-               "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+# --assert=plain: pytest marks an installed plugin's whole distribution (harness) for assertion rewriting, and
+# its import hook, placed first on sys.meta_path, would serve the module from disk ahead of the mutant; it does
+# where the checkout is the editable install's own (CI, /work/main), not in another worktree
+PYTEST_ARGS = ["-q", "-x", "--assert=plain", "-p", "no:cacheprovider", "-p", "no:unraisableexception", "--no-header",
+               "--tb=line", "-o", "addopts=", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,16 @@ def test_a_migration_at_the_same_shape_maps_every_meaning_and_flags_none():
                                                            for line in lines)
 
 
+def test_a_migration_back_keeps_each_stacks_values_in_its_own_column():
+    """vLLM back to NxDI: the NxDI side is the candidate, and its values still read as NxDI's."""
+    there, _ = drift(NXDI, vllm_neuron(), StackPair("neuron", "openai"))
+    back, _ = drift(vllm_neuron(), NXDI, StackPair("openai", "neuron"))
+    assert back["cross_stack"] == there["cross_stack"]
+    small = {"neuron_config": {**NXDI["neuron_config"], "max_context_length": 128}}
+    assert rows_of(drift(vllm_neuron(), small, StackPair("openai", "neuron"))[0])["prefill tokens per step"] == (
+        256, 512, True)
+
+
 def test_a_smaller_context_is_flagged_on_the_prefill_step_and_its_graph():
     found, _ = drift({"neuron_config": {**NXDI["neuron_config"], "max_context_length": 128}}, vllm_neuron(),
                      StackPair("neuron", "openai"))
