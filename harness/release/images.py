@@ -26,7 +26,7 @@ from harness.core.paths import REPO_ROOT
 from harness.release.plan import CheckPlan, Side, side_env
 
 PASSED_PREFIXES = ("NEURON_", "XLA_", "VLLM_", "CARBON_", "HYPOTHESIS_", "OMP_", "SERVE_")
-PASSED_NAMES = ("PYTHONPATH", "CHECKPOINT", "SHAPE", "SERVED_MODEL", "HOST", "PORT", "TOKENIZERS_PARALLELISM")
+PASSED_NAMES = ("PYTHONPATH", "CHECKPOINT", "SHAPE", "SERVED_MODEL", "HOST", "PORT", "DTYPE", "TOKENIZERS_PARALLELISM")
 
 
 def neuron_devices(dev: Path = Path("/dev")) -> list[str]:
