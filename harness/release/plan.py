@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.core.sequential import Design
 from harness.release.children import child_env
@@ -32,6 +33,9 @@ class Side:
     # (None: the backend's default, recorded as the engine reports it); a team's server: what it runs, if stated
     env: tuple[tuple[str, str], ...] = ()  # this side's own environment variables (--baseline-env K=V)
     started: bool = False  # the check started this side's server
+    cores: str | None = None  # NEURON_RT_VISIBLE_CORES of this side's device processes (harness.release.cores)
+    serve_script: str | None = None  # an openai side's server started through this script (ci/scripts/vllm-serve.sh)
+    image: str | None = None  # this side's processes run in this container image (harness.release.images)
 
     def label(self) -> str:
         if self.backend == "openai":
@@ -59,6 +63,10 @@ class CheckPlan:
     reference: bool = True  # the output contract's fp32 transformers reference run
     serve_args: tuple[str, ...] = ()  # added to the vLLM servers the check starts (both sides alike)
     perf: bool = True  # the perf rounds (--conformance-only: the correctness half alone)
+    core_plan: Any = None  # harness.core.neuron_cores.CorePlan on a Neuron instance, else None
+    serve_timeout: float = 900.0  # seconds a server the check starts may take to answer (compiles at warm-up)
+    image_runner: str = "docker"  # runs a side's --*-image (harness.release.images)
+    inspect_on_fail: str = "device"  # the evidence round on FAIL: on a device only, always, never
 
     @property
     def served(self) -> bool:
@@ -77,6 +85,10 @@ class CheckPlan:
             return f"{stacks}, conformance only (the correctness half: no perf rounds)"
         if self.cpu_time:
             return f"{stacks}, on the CPU (process CPU time, one torch thread)"
+        if self.served and self.core_plan is not None and self.core_plan.exclusive:
+            return (f"{stacks}, wall time; the sides cannot hold their NeuronCores at once ({self.core_plan.instance}): "
+                    "a served side's server is stopped during the other side's turns and started again for its own, "
+                    "each round a fresh client process")
         if self.served:
             return (f"{stacks}, wall time; each served side on one server for the whole check (the other side's "
                     "paused during each round), each round a fresh client process")
@@ -119,6 +131,8 @@ def side_env(plan: CheckPlan, side: Side) -> dict[str, str]:
     extra = {"HYPOTHESIS_PROFILE": "ci", **plan.extra_env}
     if plan.cpu_time:
         extra.setdefault("OMP_NUM_THREADS", "1")
+    if side.cores is not None and side.backend == "neuron":  # a served side's cores are its server's
+        extra["NEURON_RT_VISIBLE_CORES"] = side.cores
     return child_env({**extra, **dict(side.env)})
 
 

@@ -1,8 +1,9 @@
 """What a side runs, asked of that side's own interpreter (``python -m harness.release.probe``):
 package versions and the whole ``pip freeze``, in NxDI's CPU mode the version, source digest and commit
 of the NxDI and neuronx-distributed trees it imports, and the host under it: ``neuron-ls --json-output``
-and the Neuron OS packages (runtime, driver, collectives), which a release check does not swap. Prints
-one JSON object."""
+and the Neuron OS packages (runtime, driver, collectives), which a release check does not swap, beside
+the OS packages its venv's SDK constraints ship (``harness.release.runtime_layer``), and its device
+context (``harness.core.device_context``). Prints one JSON object."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from typing import Any
 
 from harness.backends.neuron.artifacts import NEURON_PACKAGES, nxdi_build, package_build
 from harness.backends.neuron.sources import source_roots
+from harness.core.device_context import device_context
 from harness.core.neuron_host import host_record, instance_from_neuron_ls
 from harness.core.paths import REPO_ROOT
 from harness.core.versions import installed_versions
+from harness.release.runtime_layer import side_constraints
 
 
 def _git_commit(path: Path) -> str | None:
@@ -73,7 +76,8 @@ def probe(nxdi_source: Path | None, serve_args: list[str] | None = None) -> dict
     info: dict[str, Any] = {"python": platform.python_version(), "executable": sys.executable,
                             "harness_root": str(REPO_ROOT), "harness_git_sha": _git_commit(REPO_ROOT),
                             **installed_versions(NEURON_PACKAGES + SERVING_PACKAGES), **host_info(),
-                            "pip_freeze": pip_freeze()}
+                            "pip_freeze": pip_freeze(), "sdk_constraints": side_constraints(),
+                            "device_context": device_context()}
     if serve_args is not None:
         from harness.serving.engine_args import engine_args
 

@@ -14,7 +14,8 @@ from harness.analysis.pairing import SideReport
 from harness.analysis.results import ReportError, load_results
 from harness.analysis.verdict import still_open
 from harness.release.children import last_error_line, read_outcomes, run_logged, session_error
-from harness.release.plan import CheckPlan, Side, perf_command, side_env
+from harness.release.images import side_process
+from harness.release.plan import CheckPlan, Side, perf_command
 
 
 def read_round(bench_json: Path) -> tuple[list[Any], dict[str, dict[str, Any]]]:
@@ -45,8 +46,8 @@ def run_round(plan: CheckPlan, side: Side, k: int, report: SideReport, timeout: 
     folder = plan.out / side.name
     bench, junit = folder / f"perf-round-{k}.json", folder / f"perf-round-{k}.xml"
     t0 = time.perf_counter()
-    rc, text = run_logged(perf_command(plan, side, bench, junit), folder / f"perf-round-{k}.log",
-                          side_env(plan, side), timeout)
+    cmd, env = side_process(plan, side, perf_command(plan, side, bench, junit))
+    rc, text = run_logged(cmd, folder / f"perf-round-{k}.log", env, timeout)
     results, engines = read_round(bench)
     outcomes = read_outcomes(junit)
     if k == 1:

@@ -28,6 +28,7 @@ from harness.analysis.compare import Tolerances
 from harness.analysis.contract import ContractResult
 from harness.analysis.pairing import SideReport
 from harness.analysis.verdict import Verdict, cannot_run, decide
+from harness.core.neuron_cores import VISIBLE_CORES
 from harness.core.paths import REPO_ROOT
 from harness.core.storage import atomic_write_json, atomic_write_text
 from harness.release.children import last_error_line, read_outcomes, run_logged, session_error
@@ -41,7 +42,9 @@ from harness.release.plan import (
     served_name,
     side_env,
 )
-from harness.release.rounds import focus_on, perf_rounds
+from harness.release.devices import device_records, focus_on
+from harness.release.images import side_process
+from harness.release.rounds import perf_rounds
 
 
 def probe_side(plan: CheckPlan, side: Side, serve: list[str] | None = None) -> dict[str, Any]:
@@ -53,9 +56,9 @@ def probe_side(plan: CheckPlan, side: Side, serve: list[str] | None = None) -> d
         cmd += ["--nxdi-source", str(side.nxdi_source)]
     if serve is not None:
         cmd += ["--serve-args", json.dumps(serve)]
+    cmd, env = side_process(plan, side, cmd)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
-                           env=side_env(plan, side))
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=env)
     except OSError as exc:
         raise ReleaseCheckError(f"--{side.name}-python {side.python}: cannot run it ({exc})") from None
     if r.returncode != 0:
@@ -77,33 +80,51 @@ def started_dtype(side: Side) -> str:
 
 
 def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[CheckPlan, dict[str, Any],
-                                                                          dict[str, float]]:
-    """A server for each served side without an endpoint, in that side's interpreter, both started
-    side by side; the plan with their endpoints, the servers (stopped by the caller) and each start's
-    seconds (from launch to its first answer)."""
+                                                                          dict[str, float], list[dict[str, Any]]]:
+    """A server for each served side without an endpoint, in that side's interpreter (or through its
+    ``--*-serve-script``), on its NeuronCores, both started side by side; the plan with their endpoints, the
+    servers (stopped by the caller), each start's seconds (from launch to its first answer) and what each
+    server process got (``harness.release.cores.read_back``). Where the sides cannot hold their cores at once
+    (``exclusive``), none is started here: the focus starts each for its side's turns."""
+    from harness.release.cores import read_back
+    from harness.release.images import image_command
     from harness.release.served import ready, served_checkpoint, spawn
 
+    exclusive = plan.core_plan is not None and plan.core_plan.exclusive
     started: dict[str, tuple[Any, float]] = {}
+    read_backs: list[dict[str, Any]] = []
+    starts = {}
     try:
         for side in (plan.baseline, plan.candidate):
             if side.backend != "openai" or side.endpoint is not None:
                 continue
+            if side.serve_script and len(plan.shapes) != 1:
+                raise ReleaseCheckError(f"--{side.name}-serve-script starts a server compiled for one shape: give one "
+                                        f"--shape (one served leg per shape), not {', '.join(plan.shapes)}")
             checkpoint = served_checkpoint(plan.models, plan.model_root, plan.cache_dir)
-            started[side.name] = (spawn(side.name, side.python, dict(side.env), checkpoint, served_name(plan),
-                                        plan.cache_dir, plan.out / side.name / "vllm-server.log", plan.serve_args,
-                                        progress, started_dtype(side)), time.perf_counter())
-        starts = {}
+            env = {**dict(side.env), **({VISIBLE_CORES: side.cores} if side.cores else {})}
+            server = spawn(side.name, side.python, env, checkpoint, served_name(plan), plan.cache_dir,
+                           plan.out / side.name / "vllm-server.log", plan.serve_args, progress, side.dtype,
+                           script=side.serve_script, shape=plan.shapes[0], start=not exclusive)
+            if side.image is not None and hasattr(server, "wrap"):
+                server.wrap = lambda cmd, env, side=side: image_command(plan, side, cmd, env)
+            started[side.name] = (server, time.perf_counter())
         for name, (server, t0) in started.items():
-            ready(name, server, progress)
+            if exclusive:
+                continue
+            ready(name, server, progress, plan.serve_timeout)
             starts[name] = time.perf_counter() - t0
             progress(f"{name}: vLLM listening at {server.url} after {starts[name]:.0f} s")
+            if plan.core_plan is not None:
+                read_backs += read_back(name, server, getattr(plan, name).cores)
     except BaseException:
         for server, _ in started.values():
             server.stop()
         raise
     sides = [replace(s, endpoint=started[s.name][0].url, dtype=started[s.name][0].dtype, started=True)
              if s.name in started else s for s in (plan.baseline, plan.candidate)]
-    return replace(plan, baseline=sides[0], candidate=sides[1]), {n: s for n, (s, _) in started.items()}, starts
+    return (replace(plan, baseline=sides[0], candidate=sides[1]), {n: s for n, (s, _) in started.items()}, starts,
+            read_backs)
 
 
 def warming(plan: CheckPlan, servers: dict[str, Any], progress: Callable[[str], None]) -> Callable[[str], None]:
@@ -132,7 +153,7 @@ def probe_args(side: Side, servers: dict[str, Any]) -> list[str] | None:
 
 
 def conformance(plan: CheckPlan, reports: dict[str, SideReport], timeout: float,
-                progress: Callable[[str], None]) -> None:
+                progress: Callable[[str], None], focus: Callable[[str | None], None] = lambda name: None) -> None:
     """The output contract's reference, then each side's conformance tiers (its contract among them)."""
     if plan.reference:
         progress("reference: the output contract in fp32 transformers (this interpreter)")
@@ -145,10 +166,11 @@ def conformance(plan: CheckPlan, reports: dict[str, SideReport], timeout: float,
     for side in (plan.baseline, plan.candidate):
         folder = plan.out / side.name
         junit = folder / "conformance.xml"
+        focus(side.name)
         progress(f"{side.name}: conformance tiers (-m '{plan.conformance_markers}')")
         t0 = time.perf_counter()
-        rc, text = run_logged(conformance_command(plan, side, junit), folder / "conformance.log",
-                              side_env(plan, side), timeout)
+        cmd, env = side_process(plan, side, conformance_command(plan, side, junit))
+        rc, text = run_logged(cmd, folder / "conformance.log", env, timeout)
         error = session_error(rc, text, "the conformance run")
         if error:
             reports[side.name].session_errors.append(error)
@@ -226,10 +248,10 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
     start = time.perf_counter()
     reports = {s.name: SideReport(s.name, backend=s.backend, dtype=s.dtype) for s in (plan.baseline, plan.candidate)}
     timeout = 3600.0
-    plan, servers, starts = start_servers(plan, progress) if plan.served else (plan, {}, {})
+    plan, servers, starts, read_backs = start_servers(plan, progress) if plan.served else (plan, {}, {}, [])
     for side in (plan.baseline, plan.candidate):
         reports[side.name].dtype = side.dtype  # a started server's: the --dtype it was given
-    focus = focus_on(servers, warming(plan, servers, progress))
+    focus = focus_on(servers, plan, progress, warming(plan, servers, progress))
     try:
         for side in (plan.baseline, plan.candidate):
             report = reports[side.name]
@@ -238,15 +260,19 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
             if side.backend == "openai":
                 from harness.release.served import endpoint_config
 
+                if side.started and servers[side.name].proc is None:  # a NeuronCore turn's, not started yet:
+                    focus(side.name)  # what it tells is asked of it running
                 told = endpoint_config(str(side.endpoint), served_name(plan) if side.started else None)
                 report.config = {**report.config, **told} if side.started else told
             if side.name in starts:
                 report.versions["vllm_start_s"] = round(starts[side.name], 1)
+            if side.image is not None:
+                report.versions["image"] = side.image
             stack = report.versions.get("vllm_version") or f"NxDI {report.versions.get('nxdi_version', '?')}"
             progress(f"{side.name}: {side.label()} ({side.backend}, {stack})")
         contracts: dict[str, ContractResult] = {}
         if plan.conformance:
-            conformance(plan, reports, timeout, progress)
+            conformance(plan, reports, timeout, progress, focus)
             contracts = judge_contracts(plan, reports, timeout, progress)
             for judged in (s for c in contracts.values() for s in c.sides):
                 reports[judged.who].dtype = judged.dtype  # what its engines reported computing in
@@ -264,6 +290,8 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
             perf_rounds(plan, reports, tolerances, confidence, timeout, progress, focus)
     finally:
         focus(None)  # a paused server would not hear its SIGTERM
+        for name, seconds in getattr(focus, "starts", {}).items():  # NeuronCore turns: each server's first start
+            reports[name].versions.setdefault("vllm_start_s", round(seconds, 1))
         for server in servers.values():
             progress(f"stopping vLLM (pid {server.proc.pid}); its log: {server.log_path}")
             server.stop()
@@ -280,11 +308,14 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
                                 + f" (logs in {plan.out / plan.baseline.name})")
     verdict = decide(baseline, reports[plan.candidate.name], tolerances, confidence, plan.mode, plan.design,
                      contracts, fail_on_likely)
+    extras = device_records(plan, reports, read_backs + getattr(focus, "read_backs", []),
+                            getattr(focus, "events", []), verdict.word, progress)
+    verdict.config_lines += extras.pop("markdown")
     verdict.wall_s = time.perf_counter() - start
-    write_verdict(plan.out, verdict)
+    write_verdict(plan.out, verdict, extras)
     return verdict
 
 
-def write_verdict(out: Path, verdict: Verdict) -> None:
-    atomic_write_json(out / "verdict.json", verdict.to_dict())
+def write_verdict(out: Path, verdict: Verdict, extras: dict[str, Any] | None = None) -> None:
+    atomic_write_json(out / "verdict.json", {**verdict.to_dict(), **(extras or {})})
     atomic_write_text(out / "verdict.md", verdict.markdown() + "\n")

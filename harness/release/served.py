@@ -16,10 +16,14 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.carbon.checkpoint import cached_checkpoint
+from harness.core.ports import free_port
+from harness.core.vllm_neuron import DEVICE_DTYPES
+from harness.core.spec import MODELS
 from harness.release.errors import ReleaseCheckError
 from harness.serving.server import VLLMServer, serving_tokenizer_dir
 
@@ -34,6 +38,8 @@ def served_checkpoint(models: tuple[str, ...], model_root: Path | None, cache_di
     model = models[0]
     if Path(model).expanduser().is_dir():
         return Path(model).expanduser().resolve()
+    if model_root is not None and model in MODELS and (model_root / MODELS[model].hf_name).is_dir():
+        return (model_root / MODELS[model].hf_name).resolve()  # as --carbon-model-root finds it
     if model_root is not None:
         raise ReleaseCheckError(f"a served side started by the check serves --model PATH (the checkpoint directory); "
                                 f"with --model-root give --model {model_root}/<checkpoint> instead of {model!r}")
@@ -41,21 +47,85 @@ def served_checkpoint(models: tuple[str, ...], model_root: Path | None, cache_di
 
 
 def spawn(who: str, python: str, env: dict[str, str], checkpoint: Path, served_model: str, cache_dir: Path | None,
-          log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None], dtype: str = "fp32"
-          ) -> VLLMServer:
-    """``who``'s server (the baseline's, the candidate's) started with its interpreter and variables;
-    ``ready`` waits for it (both start side by side)."""
+          log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None], dtype: str | None = None,
+          script: str | None = None, shape: str = "smoke", start: bool = True) -> VLLMServer:
+    """``who``'s server (the baseline's, the candidate's) started with its interpreter and variables, or
+    through ``script`` (``ScriptServer``); ``ready`` waits for it (both start side by side). ``dtype``: the
+    side's ``--*-dtype`` (None: fp32 for the check's own server, the script's device's own for a script's),
+    given to the server, which keeps what it was given (``server.dtype``). ``start=False``: made, its port
+    taken, not started (a NeuronCore plan that starts it later)."""
     cache = (cache_dir or DEFAULT_CACHE).expanduser()
-    server = VLLMServer(checkpoint, serving_tokenizer_dir(cache), log_path, served_model, python,
-                        extra_args=extra_args, env=env, log_stats=True, dtype=dtype)
+    if script is not None:
+        if extra_args:
+            raise ReleaseCheckError(f"--serve-arg {' '.join(extra_args)}: a server started through {script} takes "
+                                    "its flags from that script (carbon-harness vllm-serve), not from --serve-arg")
+        server: VLLMServer = ScriptServer(checkpoint, None, log_path, served_model, python, env=env, dtype=dtype or "",
+                                          script=Path(script), shape=shape, cache_root=cache / "vllm")
+    else:
+        server = VLLMServer(checkpoint, serving_tokenizer_dir(cache), log_path, served_model, python,
+                            extra_args=extra_args, env=env, log_stats=True, dtype=dtype or "fp32")
+    if not start:
+        server.port = server.port or free_port(server.host)
+        return server
     server.start()
-    progress(f"{who}: starting vLLM ({python}, pid {server.proc.pid}) on {server.url}, log {log_path}")
+    how = f"through {script}" if script else python
+    progress(f"{who}: starting vLLM ({how}, pid {server.proc.pid}) on {server.url}, log {log_path}")
     return server
 
 
-def ready(who: str, server: VLLMServer, progress: Callable[[str], None]) -> None:
+@dataclass
+class ScriptServer(VLLMServer):
+    """A server started by a script (``ci/scripts/vllm-serve.sh``, the one the Trn2 workflow's served leg
+    runs), which gets the server's parts as variables (SERVE_PYTHON, CHECKPOINT, SHAPE, SERVED_MODEL, HOST,
+    PORT, VLLM_CACHE, DTYPE, and VLLM_DEVICE from the side's environment) and execs ``carbon-harness
+    vllm-serve`` in the server's place: the server's pid is the script's, and stopping it stops its whole
+    group. ``dtype`` (the harness's name) reaches the server as DTYPE, so it records what the server was given."""
+
+    script: Path = Path("ci/scripts/vllm-serve.sh")
+    shape: str = "smoke"
+    cache_root: Path | None = None
+    dtype: str = ""  # "": the device's own (vllm-serve: bf16 on neuron, fp32 on cpu), set at construction
+    # (command, env) -> the same in the side's image (harness.release.images), or None: on this host
+    wrap: Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str]]] | None = None
+
+    def __post_init__(self) -> None:
+        self.dtype = self.dtype or DEVICE_DTYPES[self.device]
+
+    def command(self) -> list[str]:
+        cmd = ["bash", str(self.script)]
+        return self.wrap(cmd, self._env())[0] if self.wrap else cmd
+
+    @property
+    def device(self) -> str:
+        return self.env.get("VLLM_DEVICE") or os.environ.get("VLLM_DEVICE") or "neuron"
+
+    def process_env(self) -> dict[str, str]:
+        return self.wrap(["bash"], self._env())[1] if self.wrap else self._env()
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("CARBON_API_KEY", "VLLM_API_KEY")}
+        env.update(self.env)
+        env.update({"SERVE_PYTHON": self.python, "CHECKPOINT": str(self.checkpoint), "SHAPE": self.shape,
+                    "SERVED_MODEL": self.served_model, "HOST": self.host, "PORT": str(self.port),
+                    "DTYPE": self.dtype,
+                    "PIDFILE": str(self.log_path.with_suffix(".pid"))})  # ci/scripts/stop-servers.sh reads it
+        if self.cache_root is not None:
+            env["VLLM_CACHE"] = str(self.cache_root)
+        return env
+
+    def vllm_args(self) -> list[str]:
+        """The arguments the script's server runs with, as ``carbon-harness vllm-serve`` builds them."""
+        from harness.core.spec import get_shape
+        from harness.core.vllm_neuron import serve_command
+
+        command = serve_command(str(self.checkpoint), get_shape(self.shape), self.served_model, self.port,
+                                self.host, str(self.cache_root or ""), self.device, stack="probe", dtype=self.dtype)
+        return ["--model", str(self.checkpoint), *command.args]
+
+
+def ready(who: str, server: VLLMServer, progress: Callable[[str], None], timeout_s: float = SERVER_TIMEOUT_S) -> None:
     try:
-        server.wait_ready(SERVER_TIMEOUT_S, lambda m: progress(f"{who}: {m}"))
+        server.wait_ready(timeout_s, lambda m: progress(f"{who}: {m}"))
     except Exception as exc:
         server.stop()
         raise ReleaseCheckError(f"the {who}'s vLLM server ({server.python}) did not start: {exc}") from None
@@ -63,6 +133,8 @@ def ready(who: str, server: VLLMServer, progress: Callable[[str], None]) -> None
 
 def serve_args(server: VLLMServer) -> list[str]:
     """The server's arguments as ``vllm serve`` parses them (its command less the interpreter and module)."""
+    if isinstance(server, ScriptServer):
+        return server.vllm_args()
     command = server.command()
     return command[command.index("vllm.entrypoints.openai.api_server") + 1:]
 

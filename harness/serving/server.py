@@ -30,6 +30,7 @@ from typing import Any
 from harness.carbon.qwen3 import builtin_tokenizer_dir
 from harness.core.ports import free_port
 from harness.core.storage import build_once
+from harness.core.vllm_neuron import DTYPES
 from harness.core.vocab import DNA_VOCAB_SIZE, VOCAB_SIZE, DnaLayout, dna_block_tokens
 from harness.serving.process_group import group_members, signal_group, wait_for_group
 
@@ -134,7 +135,7 @@ def vllm_python() -> str | None:
     return sys.executable if importlib.util.find_spec("vllm") is not None else None
 
 
-VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # the harness's names -> vLLM's --dtype
+VLLM_DTYPES = DTYPES  # the harness's names -> vLLM's --dtype (one table with ci/scripts/vllm-serve.sh's server)
 
 
 def vllm_dtype(dtype: str) -> str:
@@ -199,6 +200,17 @@ class VLLMServer:
             raise ValueError(f"the test server listens on loopback only, not {self.host!r}")
         self.port = self.port or free_port(self.host)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = self.process_env()
+        with open(self.log_path, "ab") as log:
+            log.write(("$ " + " ".join(self.command()) + "\n").encode())
+            log.flush()
+            # its own session, so the engine-core children it spawns can be stopped with it
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def process_env(self) -> dict[str, str]:
+        """The server process's environment: this one's, vLLM's CPU settings, then ``env``."""
         env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
                "TOKENIZERS_PARALLELISM": "false", "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(SERVER_KEEP_ALIVE_S),
                **self.env}
@@ -209,13 +221,7 @@ class VLLMServer:
         # $CARBON_API_KEY): a key for this loopback server is given as --api-key or in ``env``
         if "VLLM_API_KEY" not in self.env:
             env.pop("VLLM_API_KEY", None)
-        with open(self.log_path, "ab") as log:
-            log.write(("$ " + " ".join(self.command()) + "\n").encode())
-            log.flush()
-            # its own session, so the engine-core children it spawns can be stopped with it
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-        return self
+        return env
 
     @property
     def api_key(self) -> str | None:

@@ -1,5 +1,7 @@
 """The run manifest: every number carries its context (package versions, NxDI build, hardware,
-CPU, git sha, options, engines with their load times, how loaded the box was: ``harness.core.load``).
+CPU, git sha, options, engines with their load times, how loaded the box was: ``harness.core.load``; the
+device context: NEURON_* / XLA_* / VLLM_* variables, LNC, kernel, AMI, the libnrt loaded:
+``harness.core.device_context``).
 
 It is written at the top level of the benchmark JSON (``carbon_harness``), where pytest-benchmark
 does not look; ``machine_info.carbon_harness`` keeps only ``machine_identity``: what names the
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.core.device_context import device_context
 from harness.core.hardware import cpu_model
 from harness.core.load import loadavg, run_load, snapshot
 from harness.core.paths import REPO_ROOT
@@ -84,6 +87,7 @@ def run_manifest(session: Session) -> dict[str, Any]:
         "drafts": [{"label": d.label, "path": str(d.path) if d.path else None, "real": d.real} for d in cfg.drafts],
         "speculation_length": cfg.speculation_length,
         "neuron_rt_visible_cores": os.environ.get("NEURON_RT_VISIBLE_CORES"),
+        "device_context": device_context(lnc_from_neuron_ls=getattr(session.hardware, "logical_nc_config", None)),
         "engines": session.load_log,
         "load": run_load(session.load_start, snapshot(), os.cpu_count(), loadavg()),
         "nxdi": nxdi_manifest(),

@@ -134,10 +134,38 @@ def test_the_previous_release_fails_and_only_generating_tests_differ(tmp_path, v
 
 
 def test_a_planted_tkg_slowdown_fails_naming_tkg(tmp_path, vendor):
+    """...and takes its evidence round: on a device the Neuron runtime's inspect output of one more candidate
+    round; here the same command rehearsed (--inspect-on-fail always; one more round, ~15 s on this box)."""
     planted = plant_tkg_slowdown(vendor, tmp_path / "planted", 10.0)
-    r, verdict = release_check(tmp_path / "out", vendor, planted, *PERF)
+    r, verdict = release_check(tmp_path / "out", vendor, planted, *PERF, "--inspect-on-fail", "always")
     assert verdict["verdict"] == "FAIL", r.stdout + r.stderr
     assert r.returncode == 1
     assert verdict["reasons"] and all("tkg_ms_p50" in reason for reason in verdict["reasons"]), verdict["reasons"]
     tkg = next(f for f in verdict["figures"] if f["metric"] == "tkg_ms_p50" and f["gated"])
     assert tkg["state"] == "fail" and tkg["decision"]["at_pairs"] <= int(MAX_ROUNDS)
+    evidence = verdict["evidence"]
+    inspect = tmp_path / "out" / "candidate" / "inspect"
+    assert evidence["ran"] and evidence["exit"] == 0, evidence
+    assert evidence["env"] == {"NEURON_RT_INSPECT_ENABLE": "1", "NEURON_RT_INSPECT_OUTPUT_DIR": str(inspect)}
+    assert "perf-round.json" in evidence["files"] and str(planted) in " ".join(evidence["command"])
+
+
+@pytest.mark.extended
+def test_the_candidate_in_its_own_image_runs_through_the_image_runner(tmp_path, vendor):
+    """--candidate-image, rehearsed with a stand-in runner (tests/stand_ins/image-runner.sh: the command on this
+    host, in a clean environment holding only the variables passed by name): every candidate process goes through
+    it, the NeuronCores planned for a trn2.48xlarge reach them, and the verdict records the image."""
+    log = tmp_path / "runner.jsonl"
+    r = run_cli("release-check", "--neuron-cpu", "--baseline-nxdi-source", str(vendor), "--candidate-nxdi-source",
+                str(vendor), "--candidate-image", "neuron-dlc:stand-in", "--image-runner",
+                f"bash {REPO / 'tests' / 'stand_ins' / 'image-runner.sh'}", "--neuron-instance", "trn2.48xlarge",
+                "--candidate-python", sys.executable, "--out", str(tmp_path / "out"), *PERF_OPTIONS, "--rounds", "3",
+                timeout=1200, env=child_env({"STAND_IN_LOG": str(log)}))
+    verdict = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    assert verdict["sides"]["candidate"]["versions"]["image"] == "neuron-dlc:stand-in"
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(calls) == 1 + 3  # the probe and 3 perf rounds (--no-conformance), each through the runner
+    assert all(c[0] == "run" and "neuron-dlc:stand-in" in c for c in calls)
+    assert set(verdict["neuron_cores"]["rounds"]["candidate"]) == {"4-7"}
+    assert set(verdict["neuron_cores"]["rounds"]["baseline"]) == {"0-3"}

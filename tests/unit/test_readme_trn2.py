@@ -60,7 +60,12 @@ def test_runner_labels_and_paths_are_the_workflows():
     workflow = (REPO / "ci" / "trn2.yml").read_text()
     labels = re.search(r"runs-on: \[(self-hosted[^\]]*)\]", workflow).group(1)
     text = " ".join(section().split())
-    assert f"`{labels}`" in text
+    assert labels.endswith('"${{ matrix.instance }}"')  # one label per instance type: ci/scripts/leg-matrix.sh's
+    script = (REPO / "ci" / "scripts" / "leg-matrix.sh").read_text()
+    instances = re.search(r'case "\$instance" in ([^)]*)\)', script).group(1).split(" | ")
+    assert instances == ["trn2.3xlarge", "trn2.48xlarge"]
+    for instance in instances:
+        assert f"`{labels.replace(chr(34) + '${{ matrix.instance }}' + chr(34), instance)}`" in text, instance
     for path in re.findall(r"^  (?:MODEL_ROOT|CARBON_HARNESS_CACHE|VENVS): (\S+)", workflow, re.M):
         assert path in text, path
     assert "cp ci/cpu.yml ci/trn2.yml .github/workflows/" in text
@@ -88,3 +93,12 @@ def test_a_release_check_names_constraints_files_not_spec_ranges():
     assert '"==2.10.*"' not in text and '"==0.10.*"' not in text
     for name in re.findall(r"ci/constraints/([a-z0-9.-]+\.txt)", text):
         assert (REPO / "ci" / "constraints" / name).is_file(), name
+
+
+def test_the_core_split_per_instance_and_the_shared_runtime_are_stated():
+    """Issue 39: how the sides share NeuronCores on each instance type, and what a shared host runtime hides."""
+    text = " ".join(section().split())
+    assert "On a **trn2.48xlarge** (64 logical cores at LNC=2) each side gets its own range" in text
+    assert "On a **trn2.3xlarge** (4 logical cores)" in text and "the server is stopped" in text
+    assert "a runtime regression between the SDKs cannot be seen" in text and "--candidate-image" in text
+    assert "--device neuron" not in (REPO / "README.md").read_text().replace("There is no `--device neuron`", "")

@@ -5,6 +5,7 @@ cannot honour with one line."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -82,4 +83,60 @@ def test_sdk_venv_refuses_a_python_the_release_does_not_support(tmp_path):
     constraints.write_text("# python: 3.0\nneuronx-cc==2.24.5133.0\n")
     r = sdk_venv(tmp_path, str(constraints))
     assert r.returncode == 2 and f"Python {version}" in r.stderr and "supports Python 3.0" in r.stderr
+    assert not (tmp_path / "venv").exists()
+
+
+COMPONENTS = json.loads((REPO / "fixtures" / "ci" / "neuron-components.json").read_text())["releases"]
+PLUGIN_RELEASES = {"vllm-neuron-2.31.1.txt": "2.31.0", "vllm-neuron-2.32.0.txt": "2.32.0",
+                   "vllm-neuron-2.33.0.txt": "2.33.0"}  # 2.31.1 ships 2.31.0's plugin (the 07/20 beta wheel)
+
+
+def pins(path: Path) -> dict[str, str]:
+    return dict(line.split("==") for line in requirements(path))
+
+
+@pytest.mark.parametrize("name", sorted(PLUGIN_RELEASES))
+def test_each_plugin_file_pins_what_its_release_publishes(name):
+    """Issue 39, item 5: the plugin, compiler and NKI as the release's component index lists them."""
+    listed = COMPONENTS[PLUGIN_RELEASES[name]]
+    pinned = pins(CONSTRAINTS / name)
+    for package in ("vllm-neuron", "neuronx-cc", "nki"):
+        assert pinned[package] == listed[package], (name, package)
+    text = (CONSTRAINTS / name).read_text()
+    for package in ("aws-neuronx-runtime-lib", "aws-neuronx-collectives", "aws-neuronx-dkms"):
+        assert f"{package} {listed[package]}" in " ".join(text.split()), (name, package)
+
+
+def test_the_plugin_history_is_the_published_one():
+    """vllm-neuron-2.31.1.txt once said 2.30 and 2.31.0 shipped plugin 0.5.x: the indexes list 0.6.0 and
+    0.21.0.1.0.0."""
+    text = " ".join((CONSTRAINTS / "vllm-neuron-2.31.1.txt").read_text().split())
+    for release in ("2.29.0", "2.30.0", "2.31.0", "2.32.0", "2.33.0"):
+        assert f"{release} -> {COMPONENTS[release]['vllm-neuron']}" in text, release
+    assert "0.5.x" not in text and "0.5.3" not in text
+
+
+@pytest.mark.parametrize(("name", "release"), [("sdk-2.29.0.txt", "2.29.0"), ("sdk-2.30.txt", "2.30.0"),
+                                               ("sdk-2.31.txt", "2.31.0")])
+def test_each_sdk_file_names_the_runtime_its_release_ships(name, release):
+    """The releases whose component index is recorded (fixtures/ci/neuron-components.json)."""
+    text = (CONSTRAINTS / name).read_text()
+    assert f"aws-neuronx-runtime-lib {COMPONENTS[release]['aws-neuronx-runtime-lib']}" in text
+
+
+@pytest.mark.parametrize("path", SDK_FILES + PLUGIN_FILES, ids=lambda p: p.name)
+def test_each_pin_is_hash_locked_or_says_why_not(path):
+    for line in path.read_text().splitlines():
+        if EXACT.match(line.split("#")[0].split(" --hash")[0].strip() or "#"):
+            hashed = re.search(r"--hash=sha256:[0-9a-f]{64}", line)
+            assert hashed or re.search(r"# no hash: \S.{20,}", line), f"{path.name}: {line!r} has no hash and no reason"
+
+
+def test_sdk_venv_refuses_a_file_hashing_only_some_pins(tmp_path):
+    constraints = tmp_path / "sdk-test.txt"
+    version = subprocess.run(["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}).stdout.strip()
+    constraints.write_text(f"# python: {version}\nnki==0.7.0 --hash=sha256:{'0' * 64}\nneuronx-cc==2.28.7631.0\n")
+    r = sdk_venv(tmp_path, str(constraints))
+    assert r.returncode == 2 and "hashes 1 of its 2 pins" in r.stderr
     assert not (tmp_path / "venv").exists()

@@ -66,3 +66,57 @@ def test_the_trn2_workflow_builds_venvs_from_constraints_files_only():
     assert "==0.9.*" not in text and "==2.*" not in text
     for release in re.findall(r'options: \[("2[^\]]*)\]', text)[0].replace('"', "").split(", "):
         assert (REPO / "ci" / "constraints" / f"sdk-{release}.txt").is_file(), release
+
+
+def trn2_jobs() -> dict:
+    yaml = pytest.importorskip("yaml", reason="PyYAML reads the workflow: pip install pyyaml")
+    return yaml.safe_load((REPO / "ci" / "trn2.yml").read_text())["jobs"]
+
+
+def test_every_trn2_step_is_one_line_that_calls_a_script():
+    """Issue 39, item 1: a multi-line step is a script the suite runs, not shell only GitHub would run."""
+    for name, job in trn2_jobs().items():
+        for step in job["steps"]:
+            run = step.get("run", "")
+            assert "\n" not in run.strip(), f"{name}: step {step.get('name')!r} is {run.count(chr(10))} lines"
+            for script in re.findall(r"ci/scripts/[\w.-]+", run + str(step.get("env", ""))):
+                assert (REPO / script).is_file(), script
+
+
+def test_legs_run_on_their_instance_types_runner_and_name_their_venvs_per_stack():
+    jobs = trn2_jobs()
+    leg = jobs["leg"]
+    assert leg["runs-on"] == ["self-hosted", "linux", "trn2", "${{ matrix.instance }}"]
+    assert leg["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.legs) }}"
+    runs = " ".join(s.get("run", "") for s in leg["steps"])
+    assert '"$VENVS/candidate-vllm-neuron-$CANDIDATE_VLLM_NEURON"' in runs and '"$VENVS/candidate-sdk-$CANDIDATE_SDK"' in runs
+    check = next(s for s in leg["steps"] if s.get("name", "").startswith("release check"))
+    assert "candidate-vllm-neuron-" in check["env"]["CANDIDATE_PYTHON"]
+    assert check["env"]["CANDIDATE_SERVE_SCRIPT"] == "${{ env.CANDIDATE_BACKEND == 'openai' && 'ci/scripts/vllm-serve.sh' || '' }}"
+    assert check["env"]["NEURON_INSTANCE"] == "${{ matrix.instance }}"
+    stop = next(s for s in leg["steps"] if "stop-servers.sh" in s.get("run", ""))
+    assert stop["if"] == "always()"
+    labels = (REPO / "ci" / "actionlint.yaml").read_text()
+    assert "trn2.3xlarge" in labels and "trn2.48xlarge" in labels
+
+
+def legs(**env: str) -> tuple[list[dict], int]:
+    r = subprocess.run(["bash", "ci/scripts/leg-matrix.sh"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", **env})
+    assert r.returncode == 0, r.stderr
+    out = dict(line.split("=", 1) for line in r.stdout.splitlines())
+    import json
+
+    return json.loads(out["legs"])["include"], int(out["count"])
+
+
+def test_a_served_candidate_gets_one_leg_per_shape_and_an_nxdi_one_per_model():
+    served, n = legs(INSTANCES="trn2.3xlarge trn2.48xlarge", SHAPES="smoke report-bs1", CANDIDATE_BACKEND="openai")
+    assert n == len(served) == 2 * 3 * 2 and all(" " not in leg["shapes"] for leg in served)
+    assert {leg["leg"] for leg in served} >= {"trn2.3xlarge-carbon-3b-smoke", "trn2.48xlarge-carbon-8b-report-bs1"}
+    nxdi, n = legs(INSTANCES="trn2.3xlarge", SHAPES="smoke report-bs1", CANDIDATE_BACKEND="neuron")
+    assert n == 3 and {leg["shapes"] for leg in nxdi} == {"smoke report-bs1"}
+    assert {leg["checkpoint"] for leg in nxdi} == {"Carbon-500M", "Carbon-3B", "Carbon-8B"}
+    bad = subprocess.run(["bash", "ci/scripts/leg-matrix.sh"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", "INSTANCES": "trn1.32xlarge", "SHAPES": "smoke"})
+    assert bad.returncode == 2 and "'trn1.32xlarge'" in bad.stderr

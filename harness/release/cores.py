@@ -1,0 +1,158 @@
+"""A release check's NeuronCores on a Trn2 host: the plan (``harness.core.neuron_cores``) applied to its
+processes, read back from them, and, where the sides cannot hold their cores at once, the served side's
+server stopped and started around the other side's turns.
+
+Each side's tp degree is the largest of the check's shapes'; a side is "served" when the check starts its
+server (a team's own server at ``--*-endpoint`` keeps whatever cores it was started with: the check can
+neither move nor stop it, so such a side needs the disjoint scheme). What every process got is read back:
+a server's from ``/proc/PID/environ`` of each process of its group (its API server, engine core and
+workers), at each start; a neuron side's from each perf round's run manifest (``neuron_rt_visible_cores``,
+the process's own environment). A server that runs outside its planned range stops the check.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness.core.device_context import process_libnrt
+from harness.core.neuron_cores import VISIBLE_CORES, CorePlan, check_range, plan_cores, read_environ
+from harness.core.spec import get_shape
+from harness.release.errors import ReleaseCheckError
+from harness.release.plan import CheckPlan, Side
+
+
+def decide(plan: CheckPlan, instance: str, logical_cores: int) -> tuple[CheckPlan, CorePlan]:
+    """The plan with each side's range set (``Side.cores``), and the core plan that set them."""
+    degree = max(get_shape(s).tp_degree for s in plan.shapes)
+    sides = (plan.baseline, plan.candidate)
+    served = tuple(s.name for s in sides if s.backend == "openai" and s.endpoint is None)
+    device_sides = {s.name: degree for s in sides}
+    try:
+        cores = plan_cores(instance, logical_cores, device_sides, served)
+    except ValueError as exc:
+        raise ReleaseCheckError(str(exc)) from None
+    team_servers = [s.name for s in sides if s.backend == "openai" and s.endpoint is not None]
+    if cores.scheme != "disjoint" and team_servers:
+        raise ReleaseCheckError(f"the {team_servers[0]}'s server at --{team_servers[0]}-endpoint holds its NeuronCores "
+                                f"for the whole check, and {instance} has no room for both sides ({cores.reason}): "
+                                f"let the check start it (--{team_servers[0]}-serve-script ci/scripts/vllm-serve.sh), "
+                                "so it can be stopped while the other side runs")
+    baseline, candidate = (replace(s, cores=cores.ranges[s.name]) for s in sides)
+    return replace(plan, baseline=baseline, candidate=candidate, core_plan=cores), cores
+
+
+def read_back(who: str, server: Any, planned: str | None) -> list[dict[str, Any]]:
+    """What each process of ``server``'s group got: its NEURON_RT_VISIBLE_CORES and the libnrt it loaded.
+    Raises ReleaseCheckError (the server stopped) when one runs outside ``planned``."""
+    from harness.serving.process_group import group_members
+
+    pid = server.proc.pid
+    records = []
+    for member in sorted(set(group_members(pid)) | {pid}):
+        try:
+            environ = read_environ(member)
+        except OSError as exc:  # gone since listed, or its environment area rewritten (EnvironRewritten)
+            records.append({"who": who, "pid": member, "unreadable": str(exc)})
+            continue
+        problem = check_range(f"the {who}'s server process {member}", environ, planned)
+        records.append({"who": who, "pid": member, VISIBLE_CORES: environ.get(VISIBLE_CORES), "planned": planned,
+                        "libnrt": process_libnrt(member).get("loaded")})
+        if problem:
+            server.stop()
+            raise ReleaseCheckError(f"{problem}: a server outside its NeuronCores would take the other side's "
+                                    f"(its log: {server.log_path})")
+    return records
+
+
+def round_read_back(out: Path, side: Side) -> list[str | None]:
+    """The NEURON_RT_VISIBLE_CORES each of a side's perf rounds ran with, from its run manifest."""
+    values = []
+    for bench in sorted((out / side.name).glob("perf-round-*.json")):
+        try:
+            values.append(json.loads(bench.read_text()).get("carbon_harness", {}).get("neuron_rt_visible_cores"))
+        except (OSError, ValueError, AttributeError):
+            continue
+    return values
+
+
+class ExclusiveFocus:
+    """``focus(side)`` where the sides cannot hold their cores at once: every other side's server is
+    stopped (its processes gone: a paused one would keep its cores), and ``side``'s own started again
+    (and waited for) if it is not running, then warmed (``warm(side)``: its untimed warm-up batches, as a
+    resumed server gets them). ``focus(None)`` leaves them as they are (the check stops them). Every start
+    and stop is timed and kept (``events``)."""
+
+    def __init__(self, servers: dict[str, Any], ready: Callable[[str, Any], None],
+                 planned: dict[str, str | None], progress: Callable[[str], None],
+                 warm: Callable[[str], Any] | None = None) -> None:
+        self.servers, self.ready, self.planned, self.progress = servers, ready, planned, progress
+        self.warm = warm
+        self.events: list[dict[str, Any]] = []
+        self.read_backs: list[dict[str, Any]] = []
+        self.starts: dict[str, float] = {}
+        self._t0 = time.monotonic()
+
+    def running(self, name: str) -> bool:
+        server = self.servers[name]
+        return server.proc is not None and server.proc.poll() is None
+
+    def __call__(self, side: str | None) -> None:
+        if side is None:
+            return
+        for name, server in self.servers.items():
+            if name != side and self.running(name):
+                t0 = time.monotonic()
+                server.stop()
+                self.events.append({"at_s": round(t0 - self._t0, 1), "server": name, "action": "stop",
+                                    "for": side, "took_s": round(time.monotonic() - t0, 1)})
+        if side in self.servers and not self.running(side):
+            t0 = time.monotonic()
+            server = self.servers[side]
+            server.start()
+            self.progress(f"{side}: starting its vLLM server again (pid {server.proc.pid}): the other side's turn "
+                          "is over")
+            self.ready(side, server)
+            took = time.monotonic() - t0
+            self.starts.setdefault(side, took)
+            self.events.append({"at_s": round(t0 - self._t0, 1), "server": side, "action": "start",
+                                "took_s": round(took, 1)})
+            self.read_backs += read_back(side, server, self.planned.get(side))
+        if side in self.servers and self.warm is not None:
+            self.warm(side)
+
+
+def record(plan: CheckPlan, cores: CorePlan | None, read_backs: list[dict[str, Any]],
+           events: list[dict[str, Any]]) -> dict[str, Any]:
+    """verdict.json's ``neuron_cores``: the plan, what each process got, the exclusive scheme's starts and
+    stops; and the lines for verdict.md."""
+    if cores is None:
+        return {"plan": None, "why": "no Neuron instance named (--neuron-instance) or found (neuron-ls)"}
+    rounds = {s.name: round_read_back(plan.out, s) for s in (plan.baseline, plan.candidate) if s.backend == "neuron"}
+    wrong = [f"the {name}'s perf rounds ran with {VISIBLE_CORES}={sorted(set(map(str, got)))}, planned "
+             f"{cores.ranges[name]}" for name, got in rounds.items() if got and set(got) != {cores.ranges[name]}]
+    return {"plan": cores.to_dict(), "servers": read_backs, "rounds": rounds, "events": events, "problems": wrong}
+
+
+def markdown(neuron_cores: dict[str, Any]) -> list[str]:
+    cores = neuron_cores.get("plan")
+    if not cores:
+        return []
+    lines = ["### NeuronCores", "", f"{cores['scheme']} on {cores['instance']} ({cores['logical_cores']} logical "
+             f"cores): " + ", ".join(f"{k} `{v}`" for k, v in cores["ranges"].items()) + f". {cores['reason']}.", ""]
+    for r in neuron_cores.get("servers", []):
+        got = f"not readable ({r['unreadable']})" if "unreadable" in r else f"{VISIBLE_CORES}={r.get(VISIBLE_CORES)} " \
+                                                                            f"(planned {r.get('planned')})"
+        lines.append(f"- the {r['who']}'s server process {r['pid']}: {got}")
+    for name, got in neuron_cores.get("rounds", {}).items():
+        lines.append(f"- the {name}'s perf rounds: {VISIBLE_CORES}={', '.join(sorted(set(map(str, got)))) or '-'}")
+    starts = [e for e in neuron_cores.get("events", []) if e["action"] == "start"]
+    if starts:
+        lines.append(f"- server starts for its turns: {len(starts)}, "
+                     + ", ".join(f"{e['took_s']} s" for e in starts))
+    lines += [f"- **{p}**" for p in neuron_cores.get("problems", [])]
+    return lines + [""]

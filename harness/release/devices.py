@@ -1,0 +1,72 @@
+"""What a release check records of the device under it, after its verdict: the NeuronCores each process got
+(``harness.release.cores``), the runtime layer each side ran on (``harness.release.runtime_layer``), and on
+a FAIL the evidence round (``harness.release.evidence``); and the focus that shares the cores between the
+sides' turns. Kept apart from ``harness.release.run`` so that the run stays the run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from harness.analysis.pairing import SideReport
+from harness.core.neuron_cores import VISIBLE_CORES
+from harness.core.verdicts import FAIL
+from harness.release.plan import CheckPlan, served_name
+
+
+def focus_on(servers: dict[str, Any], plan: CheckPlan, progress: Callable[[str], None],
+             warm: Callable[[str], Any] | None = None) -> Callable[[str | None], None]:
+    """``focus(side)`` before each side's turn (its conformance run, each of its perf rounds): where the
+    sides cannot hold their NeuronCores at once, the other side's server is stopped and this side's started
+    (``ExclusiveFocus``); otherwise the other side's server is paused (``harness.release.rounds.focus_on``).
+    Either way ``warm(side)`` then sends the side's server its untimed warm-up batches (``run.warming``):
+    a server started again for its turn is as cold as a resumed one, or colder."""
+    if plan.core_plan is not None and plan.core_plan.exclusive and servers:
+        from harness.release.cores import ExclusiveFocus
+        from harness.release.served import ready
+
+        planned = {s.name: s.cores for s in (plan.baseline, plan.candidate)}
+        return ExclusiveFocus(servers, lambda name, server: ready(name, server, progress, plan.serve_timeout),
+                              planned, progress, warm)
+    from harness.release.rounds import focus_on as pausing
+
+    return pausing(servers, warm)
+
+
+def evidence_server(progress: Callable[[str], None]) -> Callable[[CheckPlan], tuple[CheckPlan, Any]]:
+    """A fresh candidate server with the candidate's variables (the inspect ones among them), for the evidence
+    round only: the plan pointing at it, and the server (the caller stops it)."""
+
+    def start(plan: CheckPlan) -> tuple[CheckPlan, Any]:
+        from harness.release.images import image_command
+        from harness.release.served import ready, served_checkpoint, spawn
+
+        side = plan.candidate
+        env = {**dict(side.env), **({VISIBLE_CORES: side.cores} if side.cores else {})}
+        server = spawn(side.name, side.python, env, served_checkpoint(plan.models, plan.model_root, plan.cache_dir),
+                       served_name(plan), plan.cache_dir, plan.out / side.name / "inspect" / "vllm-server.log",
+                       plan.serve_args, progress, side.dtype, script=side.serve_script, shape=plan.shapes[0],
+                       start=side.image is None)
+        if side.image is not None:
+            server.wrap = lambda cmd, env: image_command(plan, side, cmd, env)
+            server.start()
+        ready(side.name, server, progress, plan.serve_timeout)
+        return replace(plan, candidate=replace(side, endpoint=server.url)), server
+
+    return start
+
+
+def device_records(plan: CheckPlan, reports: dict[str, SideReport], read_backs: list[dict[str, Any]],
+                   events: list[dict[str, Any]], word: str, progress: Callable[[str], None]) -> dict[str, Any]:
+    """verdict.json's ``neuron_cores``, ``runtime_layer`` and ``evidence``, and their lines for verdict.md
+    (``markdown``). ``word``: the verdict's (``harness.core.verdicts``); the evidence round is a FAIL's only
+    (an INCONCLUSIVE check has no slow or failing round to show: it needs more rounds)."""
+    from harness.release import cores, evidence, runtime_layer
+
+    neuron_cores = cores.record(plan, plan.core_plan, read_backs, events)
+    layer = runtime_layer.runtime_layer({name: report.versions for name, report in reports.items()},
+                                        {s.name: s.image for s in (plan.baseline, plan.candidate)})
+    proof = evidence.run_evidence(plan, evidence_server(progress), progress) if word == FAIL else {}
+    lines = cores.markdown(neuron_cores) + runtime_layer.markdown(layer) + evidence.markdown(proof)
+    return {"neuron_cores": neuron_cores, "runtime_layer": layer, "evidence": proof, "markdown": lines}

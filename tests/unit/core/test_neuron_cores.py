@@ -1,0 +1,106 @@
+"""How a release check shares NeuronCores (``harness.core.neuron_cores``): disjoint ranges where both sides'
+tp fit the instance (a trn2.48xlarge's 64 logical cores), the served side's server stopped during the other
+side's turns where they do not (a trn2.3xlarge's 4), and what a process actually got, read back from its
+``/proc/PID/environ``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.core.hardware import get_profile
+from harness.core.neuron_cores import (
+    CorePlanError,
+    check_range,
+    core_range,
+    parse_cores,
+    plan_cores,
+    read_environ,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def cores_of(instance: str) -> int:
+    return get_profile(instance).logical_cores
+
+
+def test_a_48xlarge_gives_each_side_its_own_range_sized_from_tp():
+    plan = plan_cores("trn2.48xlarge", cores_of("trn2.48xlarge"), {"baseline": 4, "candidate": 4}, ("candidate",))
+    assert plan.scheme == "disjoint" and plan.ranges == {"baseline": "0-3", "candidate": "4-7"}
+    assert not plan.exclusive
+
+
+def test_a_3xlarge_cannot_hold_both_so_the_server_is_stopped_in_turn():
+    plan = plan_cores("trn2.3xlarge", cores_of("trn2.3xlarge"), {"baseline": 4, "candidate": 4}, ("candidate",))
+    assert plan.scheme == "exclusive" and plan.ranges == {"baseline": "0-3", "candidate": "0-3"}
+    assert "stopped while the other side holds the cores" in plan.describe()
+
+
+def test_without_a_server_every_process_runs_alone():
+    plan = plan_cores("trn2.3xlarge", 4, {"baseline": 4, "candidate": 4})
+    assert plan.scheme == "sequential" and set(plan.ranges.values()) == {"0-3"}
+
+
+def test_a_side_wider_than_the_instance_is_refused_naming_both():
+    with pytest.raises(CorePlanError, match="needs tp 8 NeuronCores; trn2.3xlarge has 4"):
+        plan_cores("trn2.3xlarge", 4, {"baseline": 8, "candidate": 4})
+
+
+@given(st.integers(1, 64), st.integers(1, 32), st.integers(1, 32), st.booleans())
+def test_ranges_fit_the_instance_and_overlap_only_when_the_scheme_says_so(cores, tp_a, tp_b, served):
+    tp = {"baseline": tp_a, "candidate": tp_b}
+    if max(tp_a, tp_b) > cores:
+        with pytest.raises(CorePlanError):
+            plan_cores("x", cores, tp, ("candidate",) if served else ())
+        return
+    plan = plan_cores("x", cores, tp, ("candidate",) if served else ())
+    got = {side: parse_cores(r) for side, r in plan.ranges.items()}
+    assert all(len(got[side]) == tp[side] and max(got[side]) < cores for side in tp)
+    assert (plan.scheme == "disjoint") == (not got["baseline"] & got["candidate"])
+    assert (plan.scheme == "disjoint") == (tp_a + tp_b <= cores)
+
+
+@given(st.integers(0, 200), st.integers(1, 64))
+def test_a_range_reads_back_as_its_cores(start, count):
+    assert parse_cores(core_range(start, count)) == set(range(start, start + count))
+
+
+@pytest.mark.parametrize("bad", ["", "a-b", "4-2", "-1", "1,,2"])
+def test_a_malformed_value_is_refused_naming_it(bad):
+    with pytest.raises(ValueError, match="NEURON_RT_VISIBLE_CORES="):
+        parse_cores(bad)
+
+
+def test_a_running_process_reads_back_the_range_it_was_given():
+    child = subprocess.Popen([sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "NEURON_RT_VISIBLE_CORES": "4-7"})
+    try:
+        assert child.stdout.readline() == "up\n"  # exec'ed: its environ is its own, not the forked parent's
+        environ = read_environ(child.pid)
+    finally:
+        child.communicate("", timeout=30)
+    assert environ["NEURON_RT_VISIBLE_CORES"] == "4-7"
+    assert check_range("the server", environ, "4-7") is None
+    assert check_range("the server", environ, "0-3") == ("the server runs with NEURON_RT_VISIBLE_CORES=4-7, "
+                                                          "planned 0-3")
+    assert "would take every NeuronCore" in check_range("the server", {}, "0-3")
+
+
+def test_an_environment_written_over_is_told_from_an_empty_one(tmp_path):
+    """setproctitle (vLLM names its processes with it) writes a title and NULs over the environment area."""
+    from harness.core.neuron_cores import EnvironRewritten
+
+    for pid, raw in ((1, b"VLLM::EngineCore\0\0\0\0"), (2, b""), (3, b"PATH=/bin\0NEURON_RT_VISIBLE_CORES=0-3\0")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "environ").write_bytes(raw)
+    with pytest.raises(EnvironRewritten, match="wrote over it"):
+        read_environ(1, tmp_path)
+    assert read_environ(2, tmp_path) == {}  # exec'ed with no environment: no range, which check_range names
+    assert read_environ(3, tmp_path)["NEURON_RT_VISIBLE_CORES"] == "0-3"

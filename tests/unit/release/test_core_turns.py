@@ -1,0 +1,85 @@
+"""A release check's NeuronCore turns (``harness.release.cores``) where the sides cannot hold their cores at
+once, as on a trn2.3xlarge: before the other side's turn the served side's server is stopped, its whole
+process group gone (a paused server keeps its cores), and before its own turn it is started again, and each
+start's process is read back for its NEURON_RT_VISIBLE_CORES. The servers here are stand-ins that answer
+``/v1/models`` (tests/stand_ins/server.py): what starts, stops and reads them back is what is tested."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.release.cores import ExclusiveFocus
+from harness.release.errors import ReleaseCheckError
+from harness.serving.process_group import group_members
+from harness.serving.server import VLLMServer
+from tests.unit.conftest import REPO
+
+pytestmark = pytest.mark.unit
+
+STAND_IN = REPO / "tests" / "stand_ins" / "server.py"
+
+
+@dataclass
+class StandIn(VLLMServer):
+    def command(self) -> list[str]:
+        return [sys.executable, str(STAND_IN), str(self.port), self.served_model]
+
+
+def server(tmp_path: Path, cores: str) -> StandIn:
+    s = StandIn(Path("/unused"), None, tmp_path / "server.log", "carbon-tiny", env={"NEURON_RT_VISIBLE_CORES": cores})
+    s.port = 0
+    return s
+
+
+def turns(servers: dict, planned: dict) -> ExclusiveFocus:
+    return ExclusiveFocus(servers, lambda name, s: s.wait_ready(60), planned, lambda message: None)
+
+
+def test_the_served_side_is_stopped_for_the_other_sides_turn_and_started_for_its_own(tmp_path):
+    candidate = server(tmp_path, "0-3")
+    focus = turns({"candidate": candidate}, {"baseline": "0-3", "candidate": "0-3"})
+    try:
+        focus("baseline")  # the baseline's conformance: nothing runs yet
+        assert candidate.proc is None
+        focus("candidate")
+        first = candidate.proc.pid
+        assert focus.read_backs[0]["NEURON_RT_VISIBLE_CORES"] == "0-3" and focus.read_backs[0]["pid"] == first
+        port = candidate.port
+        focus("baseline")
+        assert candidate.proc.poll() is not None and group_members(first) == []  # its cores are free
+        focus("candidate")
+        assert candidate.proc.pid != first and candidate.port == port  # the same endpoint for the client
+        focus("candidate")  # already running: left as it is
+        assert [(e["server"], e["action"]) for e in focus.events] == [("candidate", "start"), ("candidate", "stop"),
+                                                                       ("candidate", "start")]
+        assert focus.events[1]["for"] == "baseline" and len(focus.read_backs) == 2
+    finally:
+        candidate.stop()
+
+
+def test_a_server_outside_its_planned_cores_stops_the_check(tmp_path):
+    candidate = server(tmp_path, "4-7")
+    focus = turns({"candidate": candidate}, {"baseline": "0-3", "candidate": "0-3"})
+    with pytest.raises(ReleaseCheckError, match="NEURON_RT_VISIBLE_CORES=4-7, planned 0-3"):
+        focus("candidate")
+    assert candidate.proc.poll() is not None
+
+
+def test_a_server_started_for_its_turn_is_warmed_running_on_every_turn_of_its_own(tmp_path):
+    """The served warm-up after each resume (``harness.release.run.warming``) holds for a server the turns start
+    again: it is warmed once running, before each of its side's turns, and never for the other side's."""
+    candidate = server(tmp_path, "0-3")
+    warmed: list[tuple[str, bool]] = []
+    focus = ExclusiveFocus({"candidate": candidate}, lambda name, s: s.wait_ready(60), {"candidate": "0-3"},
+                           lambda message: None, lambda name: warmed.append((name, candidate.proc.poll() is None)))
+    try:
+        for side in ("baseline", "candidate", "baseline", "candidate", "candidate"):
+            focus(side)
+        assert warmed == [("candidate", True)] * 3
+        assert [e["action"] for e in focus.events] == ["start", "stop", "start"]
+    finally:
+        candidate.stop()
