@@ -92,7 +92,7 @@ def summary(case: Case, folder: Path, rc: int, wall_s: float) -> dict[str, Any]:
     judged = [s for c in verdict.get("contract", {}).values() for s in c.get("sides", [])]
     candidate = next((s for s in judged if s["who"] == "candidate"), None)
     return {**asdict(case), "name": case.name, "exit": rc, "expected_exit": case.expected_exit,
-            "wall_s": round(wall_s, 1), "verdict": verdict.get("verdict"), "reasons": verdict.get("reasons", [])[:3],
+            "wall_s": round(wall_s, 1), "load_1m": round(os.getloadavg()[0], 2), "verdict": verdict.get("verdict"), "reasons": verdict.get("reasons", [])[:3],
             "candidate": candidate, "evidence": str(folder / "check")}
 
 
