@@ -38,7 +38,7 @@ def test_ceil2_rounds_up_to_two_significant_figures(x):
     y = ceil2(x)
     assert x <= y * (1 + 1e-12) and y < x * 1.1 + 1e-300
     digits = y / 10 ** (math.floor(math.log10(y)) - 1)
-    assert abs(digits - round(digits)) < 1e-6
+    assert abs(digits - round(digits)) < 1e-6 and repr(y) == repr(float(f"{y:.2g}"))
 
 
 def test_each_bound_is_the_largest_correct_figure_times_its_headroom(correct):
@@ -52,10 +52,13 @@ def test_each_bound_is_the_largest_correct_figure_times_its_headroom(correct):
 @pytest.mark.parametrize("defect, expected", [("rope-theta", True), ("rms-eps", True), ("eos-ignored", False)])
 def test_a_planted_defect_never_moves_a_bound_and_its_least_figure_is_recorded(tmp_path, correct, defect, expected):
     shipped = tolerances_from(calibrate(correct)["calibration"])
-    out = calibrate([*correct, row(tmp_path, defect, "bf16", 1.0 if defect == "eos-ignored" else 2.3, change=0.3)])
+    planted = row(tmp_path, defect, "bf16", 1.0 if defect == "eos-ignored" else 2.3, change=0.3)
+    planted["candidate"]["spreads"].append({**planted["candidate"]["spreads"][0], "kind": "own", "ratio": 1.9})
+    out = calibrate([*correct, planted])
     assert out["tolerances"] == shipped
     least = out["calibration"]["defects_least"]["sigma_ratio"]
-    # only the defects the rms criteria exist to catch: EOS and tokenizer defects leave the logits correct
+    # a defect's figure is its largest over its sequences; only the defects the rms criteria exist to catch
+    # count (EOS and tokenizer defects leave the logits as correct bf16 has them)
     assert (least == {"min": 2.3, "case": f"hf-carbon-tiny-{defect}"}) if expected else least is None
 
 
