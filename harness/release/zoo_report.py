@@ -202,7 +202,7 @@ def rejudge(evidence: Path) -> dict[str, ContractResult]:
         key = ref_file.stem.removeprefix("contract-")
         sides = {who: json.loads((evidence / who / "contract" / ref_file.name).read_text())
                  for who in ("baseline", "candidate") if (evidence / who / "contract" / ref_file.name).is_file()}
-        expected = {who: {role: json.loads((evidence / "reference" / "threeway" / f"{who}-{role}-{key}.json")
+        expected = {who: {role: json.loads((evidence / "reference" / "contract" / "threeway" / f"{who}-{role}-{key}.json")
                                            .read_text()) for role in ("reference", "yardstick")} for who in sides}
         out[key] = judge_contract(sides, expected, tolerances)
     return out
@@ -211,20 +211,23 @@ def rejudge(evidence: Path) -> dict[str, ContractResult]:
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """One line per case: the candidate's criterion values, re-judged with the shipped criterion."""
     lines = ["| stack | checkpoint | case | σ ratio scored / own | worst tier ratio | FNS σ ratio | near-tie (nats) | "
-             "exit | re-judged | first finding |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "top-1 agree / checked | exit | re-judged | first finding (criterion: prompt, first position) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         head = f"| {r['stack']} | {r['model']} | {r['case']} |"
         judged = [s for c in rejudge(Path(r["evidence"])).values() for s in c.sides if s.who == "candidate"]
         if not judged:
-            lines.append(f"{head} - | - | - | - | {r['exit']} | no contract | {(r['reasons'] or ['-'])[0][:160]} |")
+            lines.append(f"{head} - | - | - | - | - | {r['exit']} | no contract | {(r['reasons'] or ['-'])[0][:160]} |")
             continue
         side = judged[0]
         by_kind = {s.kind: s for s in side.spreads}
         sigma = " / ".join(f"{by_kind[k].ratio:.3g}" if k in by_kind else "-" for k in ("scored", "own"))
         tiers = max((t["ratio"] for s in side.spreads for t in s.tiers.values() if t.get("measured")), default=0.0)
         fns = next((f"{s.fns_ratio:.3g}" for s in side.spreads if s.fns_ratio is not None), "-")
-        first = side.findings[0].describe()[:160] if side.findings else "-"
-        lines.append(f"{head} {sigma} | {tiers:.3g} | {fns} | {side.tie_allowance:.3g} | {r['exit']} | "
+        f = side.findings[0] if side.findings else None
+        first = f"{f.criterion}: {f.prompt}, {'-' if f.position is None else f.position}" if f else "-"
+        agree = f"{sum(s.top1_agree for s in side.spreads)} / {sum(s.top1_checked for s in side.spreads)}"
+        lines.append(f"{head} {sigma} | {tiers:.3g} | {fns} | {side.tie_allowance:.3g} | {agree} | {r['exit']} | "
                      f"{'PASS' if side.passed else 'FAIL'} | {first} |")
     return lines
 
