@@ -54,12 +54,20 @@ class Case:
         return 0 if self.case in CORRECT else 1
 
 
+# (model, defect) pairs whose defect is not off by more than bf16 noise, so that no output contract at bf16
+# can see it: RMS eps 1e-5 for 1e-6 on carbon-tiny-trained, whose trained hidden states' mean square
+# dwarfs either eps (measured 2026-11-26, transformers bf16: sigma ratio 1.06-1.13, where correct eager
+# attention read 1.05-1.12; on the flat carbon-tiny it read 2.3-2.4)
+BELOW_BF16_NOISE = {("carbon-tiny-trained", "rms-eps")}
+
+
 def cases(stacks: list[str], models: list[str], names: list[str]) -> list[Case]:
     """Every (stack, model, case) asked for; correct-fp32 only on NxDI (transformers fp32 is the reference),
-    correct-bf16-eager (transformers with eager attention) only on hf."""
+    correct-bf16-eager (transformers with eager attention) only on hf; no defect where it is below bf16
+    noise (``BELOW_BF16_NOISE``)."""
     skip = {("hf", "correct-fp32"), ("nxdi", "correct-bf16-eager")}
     return [Case(stack, model, name) for stack in stacks for model in models for name in names
-            if (stack, name) not in skip]
+            if (stack, name) not in skip and (model, name) not in BELOW_BF16_NOISE]
 
 
 def command(case: Case, folder: Path, nxdi_source: Path, nxdi_python: str) -> tuple[list[str], dict[str, str]]:
@@ -92,7 +100,7 @@ def summary(case: Case, folder: Path, rc: int, wall_s: float) -> dict[str, Any]:
     judged = [s for c in verdict.get("contract", {}).values() for s in c.get("sides", [])]
     candidate = next((s for s in judged if s["who"] == "candidate"), None)
     return {**asdict(case), "name": case.name, "exit": rc, "expected_exit": case.expected_exit,
-            "wall_s": round(wall_s, 1), "verdict": verdict.get("verdict"), "reasons": verdict.get("reasons", [])[:3],
+            "wall_s": round(wall_s, 1), "load_1m": round(os.getloadavg()[0], 2), "verdict": verdict.get("verdict"), "reasons": verdict.get("reasons", [])[:3],
             "candidate": candidate, "evidence": str(folder / "check")}
 
 

@@ -11,7 +11,8 @@ tokens, and the log-probabilities (top ``TOP_K``, the probe ids, FNS marginals) 
   prompt right-padded with ``PAD_CUT`` pad ids (a padded row must generate what it does unpadded).
 
 Then EOS: the prompt once more through the stack's own stopping rule, with the first greedy token that
-does not repeat an earlier one (from ``EOS_FROM`` on) as EOS: a stack that honours EOS stops there.
+does not repeat an earlier one (from ``EOS_FROM`` on, else the last such from 1 on: carbon-tiny-trained's
+greedy tokens cycle with period 3, a tandem repeat) as EOS: a stack that honours EOS stops there.
 """
 
 from __future__ import annotations
@@ -86,12 +87,20 @@ def sequence(engine: Engine, tokens: Sequence[int], start: int, probes: Sequence
     return out
 
 
+def eos_stop(greedy: Sequence[int]) -> int | None:
+    """Where EOS is planted: the first greedy token at ``EOS_FROM`` or later that does not repeat an
+    earlier one; where every one from there repeats (a trained model caught in a tandem repeat), the last
+    first occurrence from 1 on; None where every token is the first one."""
+    firsts = [j for j in range(1, len(greedy)) if greedy[j] not in greedy[:j]]
+    return next((j for j in firsts if j >= EOS_FROM), firsts[-1] if firsts else None)
+
+
 def eos_run(engine: Engine, ids: Sequence[int], greedy: Sequence[int]) -> dict[str, Any]:
     """The prompt through the stack's own stopping rule with ``greedy[stop]`` as EOS (its first
-    occurrence, from ``EOS_FROM`` on), or why it could not run."""
-    stop = next((j for j in range(EOS_FROM, len(greedy)) if greedy[j] not in greedy[:j]), None)
+    occurrence: ``eos_stop``), or why it could not run."""
+    stop = eos_stop(greedy)
     if stop is None:
-        return {"skipped": f"every greedy token from {EOS_FROM} on repeats an earlier one: no EOS id to stop at"}
+        return {"skipped": "every greedy token repeats the first: no EOS id to stop at"}
     engine.reset()
     try:
         tokens = engine.generate_until_eos(ids, len(greedy), greedy[stop])

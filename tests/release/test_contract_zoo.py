@@ -1,7 +1,8 @@
 """The output contract on real bf16 stacks (``carbon-harness contract-zoo``): each case is a whole
 ``release-check --conformance-only`` whose candidate is correct (it passes, exit 0) or carries one planted
 defect in its own environment (it fails with exit 1, the verdict naming the criterion, the prompt and the
-first position). CI runs one case (transformers, flat checkpoint, a wrong RoPE theta: ~1-2 minutes); the
+first position). CI runs one case (transformers, flat checkpoint, a wrong RoPE theta: 78 s in the
+release-check environment, 2026-11-26, 2-core EPYC at load 3-6: a whole release-check, over 20 s); the
 rest run under ``-m extended`` (``nox -s release-extended``): transformers bf16 and NxDI's CPU mode in bf16,
 on the flat carbon-tiny and the trained carbon-tiny-trained (a first use trains it: minutes, once).
 """
@@ -14,13 +15,14 @@ import sys
 import pytest
 
 from harness.release.defects import DEFECTS, EXPECTED
+from harness.release.zoo import BELOW_BF16_NOISE
 from tests.helpers import run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.slow]
 
 CI_CASE = ("hf", "carbon-tiny", "rope-theta")
 CASES = [(stack, model, case) for stack in ("hf", "nxdi") for model in ("carbon-tiny", "carbon-tiny-trained")
-         for case in ("correct-bf16", *DEFECTS)]
+         for case in ("correct-bf16", *DEFECTS) if (model, case) not in BELOW_BF16_NOISE]
 
 
 @pytest.mark.parametrize("stack, model, case", [
