@@ -48,6 +48,13 @@ def test_interrupted(benchmark):
 PREVIOUS = '{"previous": "a good run"}\n'
 
 
+def ctrl_c_reaches_python() -> None:
+    """In the child before exec: SIGINT back to its default. A process started in the background by a
+    non-interactive shell (``nohup ... &``, some CI runners) inherits SIGINT ignored, and Python then
+    installs no KeyboardInterrupt handler: the child would sleep through the signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_for(path, proc: subprocess.Popen, limit_s: float = 600) -> None:
     """Until the child has written ``path`` (it is then inside the benchmarked function); a child
     that ends first, or never gets there, fails with its output."""
@@ -69,7 +76,8 @@ def test_ctrl_c_mid_benchmark_exits_2_with_one_line_and_writes_nothing(tmp_path,
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--carbon-cache-dir={carbon_cache_dir}",
                              "test_cut.py", f"--benchmark-json={previous}", "--benchmark-autosave",
                              f"--benchmark-storage=file://{storage}"],
-                            cwd=tmp_path, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_reaches_python)
     wait_for(tmp_path / "ready", proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=600)
