@@ -36,7 +36,7 @@ MUTANTS = Path(__file__).with_name("mutants.toml")
 # its import hook, placed first on sys.meta_path, would serve the module from disk ahead of the mutant; it does
 # where the checkout is the editable install's own (CI, /work/main), not in another worktree
 PYTEST_ARGS = ["-q", "-x", "--assert=plain", "-p", "no:cacheprovider", "-p", "no:unraisableexception", "--no-header",
-               "--tb=line", "-o", "addopts=", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+               "--tb=line", "-o", "addopts="]
 
 
 @dataclass(frozen=True)
