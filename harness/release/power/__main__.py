@@ -102,7 +102,8 @@ def argv_of(args: argparse.Namespace) -> list[str] | None:
     return getattr(args, "argv", None)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (the docs' commands are checked against it: tests/docs)."""
     parser = argparse.ArgumentParser(prog="python -m harness.release.power",
                                      description="gate power from the noise of every gated figure")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -126,7 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--sims", type=parse_positive_int, default=2000, help="simulated checks per cell (default 2000)")
     a.add_argument("--fixture", type=Path, help="write the measured noise and the aims here (fixtures/release/noise.json)")
     a.add_argument("--readme", type=Path, help="replace the README's power table (between its power-table markers)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     args.argv = argv
     if args.command == "stream":
         return stream_command(args)

@@ -1,0 +1,59 @@
+"""Loose matching of the output a page shows against what the command printed.
+
+A page's sample output is a real run's, cut to fit (long lines cut at a width, parts left out as ``...``,
+a note in parentheses where a part is summarised) and from another day: its timings, counts and paths
+differ from any later run. A page line matches a printed line when, with numbers, runs of pytest's
+outcome letters, runs of spaces and the checkout's and home's paths made alike, the printed line starts
+with it; the page's lines must appear in order (other printed lines may come between).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+OUTCOMES = re.compile(r"(?<=\s)[.sFExX]+(?=\s|$)")  # pytest's progress letters after a test file's name
+EDITORIAL = re.compile(r"^\s*(\.\.\.|…|\(.*\))\s*$")  # an elision, or a note about what was left out
+
+
+def normalize(line: str, root: str = "") -> str:
+    if root:
+        line = line.replace(root.rstrip("/") + "/", "")
+    home = os.path.expanduser("~")
+    line = line.replace(home, "~")
+    line = NUMBER.sub("0", line)
+    line = OUTCOMES.sub("•", " " + line)[1:]
+    return re.sub(r"\s+", " ", line).strip()
+
+
+def shown_lines(block: tuple[str, ...]) -> list[str]:
+    """The lines of a page's output block that must match: blank and editorial lines aside."""
+    return [line for line in block if line.strip() and not EDITORIAL.match(line)]
+
+
+def unmatched(shown: list[str], printed: str, root: str = "") -> list[str]:
+    """The page lines with no printed line (in order) that starts like them; [] when all match."""
+    actual = [normalize(line, root) for line in printed.splitlines()]
+    missing, at = [], 0
+    for line in shown:
+        want = normalize(line, root)
+        hit = next((k for k in range(at, len(actual)) if actual[k].startswith(want)), None)
+        if hit is None:
+            missing.append(line)
+        else:
+            at = hit + 1
+    return missing
+
+
+def pieces_missing(pieces: list[str], printed: str) -> list[str]:
+    """``#  ... TEXT ...`` expectations: each piece appears, in order, in the printed text (spaces made alike)."""
+    text = re.sub(r"\s+", " ", printed)
+    missing, at = [], 0
+    for piece in pieces:
+        found = text.find(re.sub(r"\s+", " ", piece), at)
+        if found < 0:
+            missing.append(piece)
+        else:
+            at = found + len(piece)
+    return missing

@@ -1,0 +1,193 @@
+"""Every shell block of README.md and docs/ is tested as its marker says (tests/docs/blocks.py): a renamed
+option, marker, session, extra or path fails here, naming the page's line, instead of going stale.
+
+Cost (2-core box): the pytest lines' parse and collection share one process (``pytest_results``, about
+15 s to start and 2-5 s a collection); each run line is a fresh process (``carbon-harness`` starts in 2-10 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.docs.blocks import KINDS, MARKER_HELP, Block, Command, blocks, expected_pieces, pages
+from tests.docs.clis import expand_home, invocation, missing_paths, option_error
+from tests.docs.needs import collect_skip_reason
+from tests.docs.output import pieces_missing, shown_lines, unmatched
+
+pytestmark = pytest.mark.docs
+
+REPO = Path(__file__).resolve().parents[2]
+BLOCKS = [b for page in pages(REPO) for b in blocks(page, REPO)]
+SHELL = [b for b in BLOCKS if b.shell]
+COMMANDS = [(b, c) for b in SHELL if b.kind in ("run", "check", "device-only") for c in b.commands]
+PYTEST = [(b, c) for b, c in COMMANDS if invocation(c.text).program == "pytest"]
+RUN_TIMEOUT_S = 1800  # a whole job (extended); CI's run lines take seconds
+
+
+def param(block: Block, command: Command):
+    return pytest.param(block, command, id=command.where)
+
+
+def long_param(*values, where: str, extended: bool):
+    """A run: ``extended`` ones (``<!-- run: extended -->``) only where ``-m`` selects extended (tests/docs/conftest.py)."""
+    return pytest.param(*values, id=where, marks=[pytest.mark.extended] if extended else [])
+
+
+def argv_here(command: Command) -> list[str]:
+    return [expand_home(token) for token in invocation(command.text).args]
+
+
+def test_the_pages_hold_shell_blocks_of_each_kind():
+    """An empty parametrization passes by skipping: the collector finds the pages' blocks."""
+    assert (REPO / "README.md").is_file()
+    assert len(SHELL) >= 10, [b.where for b in SHELL]
+    assert {b.kind for b in SHELL} >= {"run", "check", "device-only"}, sorted({str(b.kind) for b in SHELL})
+
+
+@pytest.mark.parametrize("block", SHELL, ids=[b.where for b in SHELL])
+def test_every_shell_block_says_how_it_is_tested(block: Block):
+    assert block.kind in KINDS and block.kind != "output", (
+        f"{block.where}: a ```{block.language} block without a marker: put {MARKER_HELP}")
+    assert block.commands, f"{block.where}: a ```{block.language} block with no command in it"
+    if block.kind == "device-only":
+        assert len(block.detail.split()) >= 3, (
+            f"{block.where}: <!-- device-only: ... --> must say what the host needs (a Trn2 host with the Neuron "
+            f"SDK, a CUDA GPU, the published weights...), not {block.detail!r}")
+    elif block.kind == "run":
+        assert block.detail in ("", "extended"), f"{block.where}: <!-- run: {block.detail} -->: give run or run: extended"
+    else:
+        assert not block.detail, f"{block.where}: <!-- check --> takes no text, not {block.detail!r}"
+
+
+# renamed options and markers planted in a docs pytest line: the parse must fail, naming them
+PLANTS = {"option": (["-m", "perf", "--carbon-shap", "smoke"], "--carbon-shap"),
+          "marker": (["-m", "perff or compat"], "perff"),
+          "value": (["-m", "perf", "--carbon-runs", "none"], "--carbon-runs")}
+
+
+@pytest.fixture(scope="module")
+def pytest_results(tmp_path_factory) -> dict[str, dict]:
+    """Every docs pytest line parsed, and those of run / check blocks collected, in one worker process."""
+    jobs = []
+    for block, command in PYTEST:
+        argv = argv_here(command)
+        jobs.append({"id": f"parse {command.where}", "args": argv, "mode": "parse"})
+        if block.kind != "device-only" and not collect_skip_reason(argv, REPO):
+            jobs.append({"id": f"collect {command.where}", "args": argv, "mode": "collect"})
+    jobs += [{"id": f"plant {name}", "args": args, "mode": "parse"} for name, (args, _) in PLANTS.items()]
+    work = tmp_path_factory.mktemp("docs-pytest")
+    (work / "jobs.json").write_text(json.dumps(jobs))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    done = subprocess.run([sys.executable, "-m", "tests.docs.pytest_worker", str(work / "jobs.json"),
+                           str(work / "results.json")], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=1200)
+    assert done.returncode == 0, f"the docs' pytest worker failed: {done.stderr[-4000:]}"
+    return {r["id"]: r for r in json.loads((work / "results.json").read_text())}
+
+
+@pytest.mark.parametrize("block,command", [param(b, c) for b, c in COMMANDS])
+def test_command_options_parse(block: Block, command: Command, pytest_results):
+    """The options of every command go through the real parser of its CLI, whatever its block's marker."""
+    where = f"{command.where}: `{command.text}`"
+    try:
+        call = invocation(command.text)
+    except ValueError as exc:
+        pytest.fail(f"{where}: not a shell command line: {exc}")
+    if call.program is None:
+        assert block.kind == "device-only", (
+            f"{where}: this checkout has no parser for `{(call.tokens or ('',))[0]}`: mark the block "
+            f"<!-- device-only: WHAT THE HOST NEEDS --> if it needs another host, or write the command with "
+            f"carbon-harness / pytest / nox / pip / python -m harness...")
+        return
+    missing = missing_paths(call, REPO)
+    assert not missing, f"{where}: names {', '.join(missing)}, not in this checkout"
+    if call.program == "pytest":
+        result = pytest_results[f"parse {command.where}"]
+        assert result["rc"] == 0, f"{where}: pytest rejects it (exit {result['rc']}):\n{result['output'][-2000:]}"
+        return
+    error = option_error(call, REPO)
+    assert not error, f"{where}: {error}"
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+def test_a_planted_rename_fails_the_pytest_parse(plant: str, pytest_results):
+    """The gate can fail: a pytest line with a renamed option, marker or a bad value is rejected, by name."""
+    result, named = pytest_results[f"plant {plant}"], PLANTS[plant][1]
+    assert result["rc"] == 4 and named in result["output"], result
+
+
+@pytest.mark.parametrize("block,command", [param(b, c) for b, c in PYTEST if b.kind != "device-only"])
+def test_pytest_command_selects_tests(block: Block, command: Command, pytest_results):
+    """A run or check block's pytest line collects (the plugin configured, as for a run) and selects tests."""
+    reason = collect_skip_reason(argv_here(command), REPO)
+    if reason:
+        pytest.skip(f"{command.where}: parsed, not collected here: {reason}")
+    result = pytest_results[f"collect {command.where}"]
+    where = f"{command.where}: `{command.text}`"
+    assert result["rc"] == 0, f"{where}: --collect-only exits {result['rc']}:\n{result['output'][-3000:]}"
+    assert result["selected"], f"{where}: selects no test:\n{result['output'][-1500:]}"
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory) -> Path:
+    """A copy of the checkout's tracked files, where run lines run (they write what they write there);
+    ``../shared`` beside it where the checkout has one (the docs' ``../shared/vendor``)."""
+    base = tmp_path_factory.mktemp("docs-run")
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True)
+    copy = base / "checkout"
+    for name in filter(None, listed.stdout.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)
+    if (REPO.parent / "shared").is_dir():
+        (base / "shared").symlink_to(REPO.parent / "shared")
+    (base / "tmp").mkdir()
+    return copy
+
+
+def run_here(command: Command, copy: Path) -> subprocess.CompletedProcess:
+    """The command, as a subprocess in the scratch copy: its programs through this interpreter, ``/tmp/X``
+    paths under the scratch directory's own tmp/, ``~`` and ``$HOME`` expanded as a shell would."""
+    call = invocation(command.text)
+    argv = [expand_home(a).replace("/tmp/", f"{copy.parent}/tmp/", 1) if a.startswith("/tmp/") else expand_home(a)
+            for a in call.argv()]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(call.env)
+    env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
+    return subprocess.run(argv, cwd=copy, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+
+
+@pytest.mark.parametrize("block,command", [long_param(b, c, where=c.where, extended=b.extended)
+                                           for b, c in COMMANDS if b.kind == "run"])
+def test_run_command(block: Block, command: Command, scratch: Path):
+    done = run_here(command, scratch)
+    printed = done.stdout + done.stderr
+    where = f"{command.where}: `{command.text}`"
+    assert done.returncode == command.exit_status, (
+        f"{where}: exit {done.returncode}, the page says {command.exit_status}:\n{printed[-3000:]}")
+    missing = pieces_missing([p for line in command.expect for p in expected_pieces(line)], printed)
+    assert not missing, f"{where}: the page shows output it did not print: {missing}\nit printed:\n{printed[-3000:]}"
+
+
+OUTPUTS = [b for b in BLOCKS if b.kind == "output"]
+
+
+@pytest.mark.parametrize("block", [long_param(b, where=b.where, extended=b.extended) for b in OUTPUTS])
+def test_output_block(block: Block, scratch: Path):
+    """A page's sample output, from the command its marker names, matched loosely (tests/docs/output.py)."""
+    shown = Command(block.page, block.line, block.output_command)
+    done = run_here(shown, scratch)
+    printed = done.stdout + done.stderr
+    assert done.returncode == 0, f"{block.where}: `{shown.text}` exits {done.returncode}:\n{printed[-3000:]}"
+    missing = unmatched(shown_lines(block.body), printed, str(scratch))
+    assert not missing, (f"{block.where}: the page shows lines `{shown.text}` no longer prints: {missing}\n"
+                         f"it printed:\n{printed[-4000:]}")
