@@ -3,8 +3,8 @@
 A page's sample output is a real run's, cut to fit (long lines cut at a width, parts left out as ``...``,
 a note in parentheses where a part is summarised) and from another day: its timings, counts and paths
 differ from any later run. A page line matches a printed line when, with numbers, runs of pytest's
-outcome letters, runs of spaces and the checkout's and home's paths made alike, the printed line starts
-with it; the page's lines must appear in order (other printed lines may come between).
+outcome letters, rules (``=====``), runs of spaces, the checkout's and home's paths made alike and a warnings count
+and a clock time dropped, the printed line starts with it; the page's lines must appear in order (other printed lines may come between).
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ import re
 
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 OUTCOMES = re.compile(r"(?<=\s)[.sFExX]+(?=\s|$)")  # pytest's progress letters after a test file's name
-EDITORIAL = re.compile(r"^\s*(\.\.\.|…|\(.*\))\s*$")  # an elision, or a note about what was left out
+# an elision, a note about what was left out, or a progress line of outcome letters alone (where other output
+# interleaves, its letters and percentage split across lines)
+EDITORIAL = re.compile(r"^\s*(\.\.\.|…|\(.*\)|[.sFExX]+\s*\[\s*\d+%\])\s*$")
+WARNINGS = re.compile(r", \d+ warnings?\b")  # pytest's summary count of warnings: it varies with the environment
+CLOCK = re.compile(r"(?<=s) \(\d+:\d\d:\d\d\)")  # pytest's "in 102.08s (0:01:42)", past a minute
+RULE = re.compile(r"[=-]{3,}")  # a rule, centred around a summary of any length
 
 
 def normalize(line: str, root: str = "") -> str:
@@ -22,7 +27,7 @@ def normalize(line: str, root: str = "") -> str:
         line = line.replace(root.rstrip("/") + "/", "")
     home = os.path.expanduser("~")
     line = line.replace(home, "~")
-    line = NUMBER.sub("0", line)
+    line = NUMBER.sub("0", RULE.sub("==", CLOCK.sub("", WARNINGS.sub("", line))))
     line = OUTCOMES.sub("•", " " + line)[1:]
     return re.sub(r"\s+", " ", line).strip()
 

@@ -72,15 +72,20 @@ PLANTS = {"option": (["-m", "perf", "--carbon-shap", "smoke"], "--carbon-shap"),
           "value": (["-m", "perf", "--carbon-runs", "none"], "--carbon-runs")}
 
 
+def job_id(mode: str, argv: list[str]) -> str:
+    return f"{mode} {json.dumps(argv)}"
+
+
 @pytest.fixture(scope="module")
 def pytest_results(tmp_path_factory) -> dict[str, dict]:
     """Every docs pytest line parsed, and those of run / check blocks collected, in one worker process."""
-    jobs = []
+    jobs: dict[str, dict] = {}  # a line the pages repeat (README's and a page's) is parsed and collected once
     for block, command in PYTEST:
         argv = argv_here(command)
-        jobs.append({"id": f"parse {command.where}", "args": argv, "mode": "parse"})
+        jobs.setdefault(job_id("parse", argv), {"id": job_id("parse", argv), "args": argv, "mode": "parse"})
         if block.kind != "device-only" and not collect_skip_reason(argv, REPO):
-            jobs.append({"id": f"collect {command.where}", "args": argv, "mode": "collect"})
+            jobs.setdefault(job_id("collect", argv), {"id": job_id("collect", argv), "args": argv, "mode": "collect"})
+    jobs = list(jobs.values())
     jobs += [{"id": f"plant {name}", "args": args, "mode": "parse"} for name, (args, _) in PLANTS.items()]
     work = tmp_path_factory.mktemp("docs-pytest")
     (work / "jobs.json").write_text(json.dumps(jobs))
@@ -94,7 +99,7 @@ def pytest_results(tmp_path_factory) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("block,command", [param(b, c) for b, c in COMMANDS])
-def test_command_options_parse(block: Block, command: Command, pytest_results):
+def test_command_options_parse(block: Block, command: Command, request):
     """The options of every command go through the real parser of its CLI, whatever its block's marker."""
     where = f"{command.where}: `{command.text}`"
     try:
@@ -110,7 +115,7 @@ def test_command_options_parse(block: Block, command: Command, pytest_results):
     missing = missing_paths(call, REPO)
     assert not missing, f"{where}: names {', '.join(missing)}, not in this checkout"
     if call.program == "pytest":
-        result = pytest_results[f"parse {command.where}"]
+        result = request.getfixturevalue("pytest_results")[job_id("parse", argv_here(command))]
         assert result["rc"] == 0, f"{where}: pytest rejects it (exit {result['rc']}):\n{result['output'][-2000:]}"
         return
     error = option_error(call, REPO)
@@ -130,7 +135,7 @@ def test_pytest_command_selects_tests(block: Block, command: Command, pytest_res
     reason = collect_skip_reason(argv_here(command), REPO)
     if reason:
         pytest.skip(f"{command.where}: parsed, not collected here: {reason}")
-    result = pytest_results[f"collect {command.where}"]
+    result = pytest_results[job_id("collect", argv_here(command))]
     where = f"{command.where}: `{command.text}`"
     assert result["rc"] == 0, f"{where}: --collect-only exits {result['rc']}:\n{result['output'][-3000:]}"
     assert result["selected"], f"{where}: selects no test:\n{result['output'][-1500:]}"
@@ -154,6 +159,15 @@ def scratch(tmp_path_factory) -> Path:
     return copy
 
 
+RAN: dict[str, subprocess.CompletedProcess] = {}  # a command the pages repeat runs once (it may write a fixed --out)
+
+
+def run_once(command: Command, copy: Path) -> subprocess.CompletedProcess:
+    if command.text not in RAN:
+        RAN[command.text] = run_here(command, copy)
+    return RAN[command.text]
+
+
 def run_here(command: Command, copy: Path) -> subprocess.CompletedProcess:
     """The command, as a subprocess in the scratch copy: its programs through this interpreter, ``/tmp/X``
     paths under the scratch directory's own tmp/, ``~`` and ``$HOME`` expanded as a shell would."""
@@ -169,7 +183,7 @@ def run_here(command: Command, copy: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("block,command", [long_param(b, c, where=c.where, extended=b.extended)
                                            for b, c in COMMANDS if b.kind == "run"])
 def test_run_command(block: Block, command: Command, scratch: Path):
-    done = run_here(command, scratch)
+    done = run_once(command, scratch)
     printed = done.stdout + done.stderr
     where = f"{command.where}: `{command.text}`"
     assert done.returncode == command.exit_status, (
@@ -185,7 +199,7 @@ OUTPUTS = [b for b in BLOCKS if b.kind == "output"]
 def test_output_block(block: Block, scratch: Path):
     """A page's sample output, from the command its marker names, matched loosely (tests/docs/output.py)."""
     shown = Command(block.page, block.line, block.output_command)
-    done = run_here(shown, scratch)
+    done = run_once(shown, scratch)
     printed = done.stdout + done.stderr
     assert done.returncode == 0, f"{block.where}: `{shown.text}` exits {done.returncode}:\n{printed[-3000:]}"
     missing = unmatched(shown_lines(block.body), printed, str(scratch))
