@@ -194,7 +194,7 @@ def release_check(session: nox.Session) -> None:
     migration, NxDI 2.29 CPU against vLLM CPU 0.32.0. The other real-release checks (``-m extended``)
     run in ``release-extended``: beyond CI's time. Skipped, saying so, without an NxDI tree."""
     source = release_setup(session)
-    # --durations: each whole release check's time in CI's log, for the CI budget (README "CI time")
+    # --durations: each whole release check's time in CI's log, for the CI budget (docs/getting-started.md "CI time")
     session.run("pytest", "-m", "release and not extended", "tests/release", f"--carbon-nxdi-source={source}",
                 "--durations=10", *session.posargs, env={"CARBON_VLLM_0_32_PYTHON": vllm_032(session)})
 

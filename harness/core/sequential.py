@@ -49,7 +49,7 @@ class Design:
 
     min_pairs: int = 4
     max_pairs: int = 16
-    step: int = 4  # looks at 4, 8, 12, 16: fewer looks spend less of alpha (README: gate power)
+    step: int = 4  # looks at 4, 8, 12, 16: fewer looks spend less of alpha (docs/release-check.md: gate power)
     alpha: float = 0.05  # family-wise false-alarm rate of the whole verdict (all legs)
     beta: float = 0.05  # chance of passing a change as large as ``resolve``, per figure
     resolve: float = 0.30  # the change every PASS must rule out

@@ -33,7 +33,7 @@ from harness.release.run import run_check
 BACKENDS = ("neuron", "hf", "openai")
 DTYPES = ("fp32", "bf16")  # those the output contract has a calibrated criterion for
 MIN_ROUNDS = 3  # a between-round interval needs at least two degrees of freedom to mean anything
-# The sequential design's defaults (harness.core.sequential; README "Gate power": what they resolve at
+# The sequential design's defaults (harness.core.sequential; docs/release-check.md "Gate power": what they resolve at
 # the noise measured on a 2-core CPU box, quiet and loaded).
 DEFAULT_DESIGN = Design()
 
@@ -101,7 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "each in --*-python if given, else this interpreter")
     p.add_argument("--serve-arg", action="append", dest="serve_args", metavar="=ARG",
                    help="repeatable, as --serve-arg=--enforce-eager: added to the vLLM servers the check starts, "
-                        "both sides alike (the team's flags; README: the shape's vllm serve flags)")
+                        "both sides alike (the team's flags; docs/stacks-and-migration.md: the shape's vllm serve flags)")
     p.add_argument("--baseline-nxdi-source", type=Path, metavar="DIR",
                    help="with --neuron-cpu: a tree with neuronx-distributed-inference/src and neuronx-distributed/src")
     p.add_argument("--candidate-nxdi-source", type=Path, metavar="DIR", help="with --neuron-cpu: the candidate's tree")
@@ -119,7 +119,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"pairs at most: a gated figure still undecided then makes the verdict INCONCLUSIVE (exit 3; "
                         f"default {DEFAULT_DESIGN.max_pairs})")
     p.add_argument("--rounds", type=parse_rounds, metavar="N",
-                   help="a fixed number of pairs instead (one look; README: gate power)")
+                   help="a fixed number of pairs instead (one look; docs/release-check.md: gate power)")
     p.add_argument("--resolve", type=parse_fraction, default=DEFAULT_DESIGN.resolve, metavar="CHANGE",
                    help=f"the slowdown every PASS must rule out (default {100 * DEFAULT_DESIGN.resolve:g}%%)")
     p.add_argument("--fail-on-likely", action="store_true",

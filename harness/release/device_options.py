@@ -19,7 +19,7 @@ SIDES = ("baseline", "candidate")
 
 
 def add_device_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("on a Trn2 host (README: Setting up for a Trn2 team)")
+    g = p.add_argument_group("on a Trn2 host (docs/trn2.md: Setting up for a Trn2 team)")
     g.add_argument("--neuron-instance", metavar="NAME",
                    help="share out the NeuronCores of this instance (trn2.3xlarge, trn2.48xlarge): disjoint "
                         "NEURON_RT_VISIBLE_CORES ranges where both sides' tp fit, else the served side's server "

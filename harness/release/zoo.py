@@ -1,7 +1,7 @@
 """The output contract's zoo: real ``release-check --conformance-only`` runs on transformers and NxDI's
 CPU mode, a correct candidate and each planted defect (``harness.release.defects``), on the flat
 (carbon-tiny) and the peaked (carbon-tiny-trained) checkpoint. Correct runs calibrate the criterion
-(``carbon-harness contract-zoo calibrate``); the table (``... table``) is the README's.
+(``carbon-harness contract-zoo calibrate``); the table (``... table``) is docs/stacks-and-migration.md's.
 
     carbon-harness contract-zoo run --out DIR [--stack hf --stack nxdi] [--model carbon-tiny] [--case correct]
     carbon-harness contract-zoo calibrate DIR [DIR...]    # fixtures/contract/calibration.json, tolerances.json

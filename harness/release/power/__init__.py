@@ -10,12 +10,12 @@ one draw, not a rate. Instead:
 2. ``analyse`` (``noise``, ``report``) estimates each gated figure's sigma and the correlations (bootstrap
    intervals over whole triples), simulates each family (``simulate``: the verdict's own
    ``harness.core.sequential.decide``) at that noise, writes the table, fixtures/release/noise.json (what
-   the aims' unit test reads) and the README's table.
+   the aims' unit test reads) and the power table of docs/release-check.md.
 
     python -m harness.release.power stream --nxdi-source ../shared/vendor --out /tmp/power-cpu-quiet \\
         --record fixtures/release/stream-cpu-quiet.json
     python -m harness.release.power analyse fixtures/release/stream-*.json --out /tmp/power.md \\
-        --fixture fixtures/release/noise.json --readme README.md
+        --fixture fixtures/release/noise.json --page docs/release-check.md
 """
 
 from harness.release.power.simulation import (

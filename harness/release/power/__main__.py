@@ -1,5 +1,5 @@
 """``python -m harness.release.power``: stream (real rounds), analyse (noise, the simulated families, the
-README's table and fixtures/release/noise.json). See ``harness.release.power``."""
+power table of docs/release-check.md and fixtures/release/noise.json). See ``harness.release.power``."""
 
 from __future__ import annotations
 
@@ -87,12 +87,12 @@ def analyse_command(args: argparse.Namespace) -> int:
                                          "command": command,
                                          "design": Design().describe(), "streams": {n["label"]: n for _, n in measured},
                                          "aims": aims, "cells": cells})
-    if args.readme is not None:
-        text = args.readme.read_text()
+    if args.page is not None:
+        text = args.page.read_text()
         if text.count(BEGIN) != 1 or text.count(END) != 1:
-            raise SystemExit(f"{args.readme}: no single {BEGIN} ... {END} section to replace")
+            raise SystemExit(f"{args.page}: no single {BEGIN} ... {END} section to replace")
         head, rest = text.split(BEGIN)
-        atomic_write_text(args.readme, head + BEGIN + "\n" + f"Measured {report.today()} on a {where}; `{command}`\n\n"
+        atomic_write_text(args.page, head + BEGIN + "\n" + f"Measured {report.today()} on a {where}; `{command}`\n\n"
                           + "\n".join(table) + "\n" + END + rest.split(END, 1)[1])
     print("\n".join(lines))
     return 0
@@ -126,7 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--out", type=Path, required=True, help="the markdown report")
     a.add_argument("--sims", type=parse_positive_int, default=2000, help="simulated checks per cell (default 2000)")
     a.add_argument("--fixture", type=Path, help="write the measured noise and the aims here (fixtures/release/noise.json)")
-    a.add_argument("--readme", type=Path, help="replace the README's power table (between its power-table markers)")
+    a.add_argument("--page", "--readme", dest="page", type=Path,
+                   help="replace the power table of this docs page, docs/release-check.md (between its power-table "
+                   "markers; --readme is the option's former name)")
     return parser
 
 

@@ -1,5 +1,5 @@
 """The power table: every family at every stream's noise, each noise model, A/A and planted changes, run
-by the rule (``harness.release.power.simulation``); the aims the README states and its unit test holds the
+by the rule (``harness.release.power.simulation``); the aims docs/release-check.md states and its unit test holds the
 rule to (derived here with their margins, written to ``fixtures/release/noise.json``); the markdown.
 
 Families (a family is what one verdict gates, over its legs):
@@ -102,7 +102,7 @@ def pct(x: float) -> str:
 
 
 def summary(cells: Sequence[Mapping[str, Any]], all_settings: Sequence[Setting]) -> list[str]:
-    """The README's table: per family, load and noise model, the A/A verdicts and the changes caught."""
+    """The power table of docs/release-check.md: per family, load and noise model, the A/A verdicts and the changes caught."""
     head = ["| family (gated figures) | load | noise model | A/A PASS | A/A FAIL | A/A INCONCLUSIVE | pairs A/A | "
             "caught +10% / +15% / +30% on one | pairs +30% one | caught +10% / +15% / +30% on all |",
             "|---|---|---|---|---|---|---|---|---|---|"]
@@ -173,7 +173,7 @@ def discrimination(n: int = AIM_SIMS) -> dict[str, float]:
 
 
 def aims(cells: Sequence[Mapping[str, Any]], all_settings: Sequence[Setting]) -> list[dict[str, Any]]:
-    """What the README states of the default design at the measured noise (the normal model), each a bound
+    """What docs/release-check.md states of the default design at the measured noise (the normal model), each a bound
     the unit test asserts on ``AIM_SIMS`` checks: the design's own aims (A/A FAIL at most ``alpha``, a
     ``resolve`` slowdown on one figure caught at least ``1 - beta`` of the time) where the table's rate
     clears them by its 99% interval and a test draw's 1-in-1000 spread, else (``short``) what the design

@@ -1,5 +1,5 @@
 """Every path option of the harness in both spellings, in real pytest subprocesses run from the
-checkout with no test path (as the README's commands are): ``--opt=PATH`` keeps the project's
+checkout with no test path (as the docs' commands are): ``--opt=PATH`` keeps the project's
 rootdir, pyproject.toml and benchmark names; ``--opt PATH`` with an existing path outside the
 project, which pytest reads as a test path before plugins' options are known, stops at start
 with one line naming the ``--opt=PATH`` form instead of running elsewhere."""
@@ -52,7 +52,7 @@ def test_space_spelling_that_would_move_the_rootdir_stops_naming_the_equals_form
 def test_equals_spelling_keeps_rootdir_config_and_benchmark_names(tmp_path, carbon_cache_dir):
     """Item 1's command with every path option: the project's rootdir and configfile, no unknown
     marks, and benchmark names as in a plain run. The nonexistent --benchmark-json target, spelled
-    with a space as the README does, moves nothing and is accepted."""
+    with a space as the docs do, moves nothing and is accepted."""
     values = option_values(tmp_path, carbon_cache_dir)
     out = tmp_path / "a.json"
     args = [f"{option}={value}" for option, value in values.items() if option != "--benchmark-json"]

@@ -1,7 +1,7 @@
-"""The release check's rule holds the aims the README states, at the noise measured on this machine for
+"""The release check's rule holds the aims docs/release-check.md states, at the noise measured on this machine for
 every figure a check gates (fixtures/release/noise.json, from ``python -m harness.release.power``).
 
-Each aim in the fixture is a line the README prints word for word (its power-table section): the design's
+Each aim in the fixture is a line docs/release-check.md prints word for word (its power-table section): the design's
 own aims, A/A checks end FAIL at most ``alpha`` (5%; INCONCLUSIVE has its own, measured, bound) and a 30%
 slowdown on one figure is caught at least ``1 - beta`` (95%) of the time, unless the analysis found the
 design short of one at the measured noise, in which case the line says so and states what it achieves.
@@ -27,7 +27,7 @@ from tests.helpers import REPO
 pytestmark = pytest.mark.unit
 
 NOISE = json.loads((REPO / "fixtures" / "release" / "noise.json").read_text())
-README = (REPO / "README.md").read_text()
+PAGE = (REPO / "docs" / "release-check.md").read_text()
 STACK = {"cpu": "neuron-cpu", "trn2": "neuron-cpu", "served": "served"}
 
 
@@ -50,8 +50,8 @@ def seed(*parts: str) -> int:
 
 
 @pytest.mark.parametrize("name, load", groups(), ids=[f"{f}-{ld}" for f, ld in groups()])
-def test_the_default_design_meets_the_aims_the_readme_states(name, load):
-    """A/A and the aim's slowdown (on the figure the README names), at the measured sigmas and correlations
+def test_the_default_design_meets_the_aims_the_docs_state(name, load):
+    """A/A and the aim's slowdown (on the figure the docs name), at the measured sigmas and correlations
     of the stream measured under this load; every aim of this family and load in one pass."""
     noise = NOISE["streams"][f"{'served' if name == 'served' else 'cpu'}-{load}"]
     fam = family(name, noise)
@@ -74,16 +74,16 @@ def test_the_default_design_meets_the_aims_the_readme_states(name, load):
     assert "fail" in checked and "inconclusive" in checked
 
 
-def test_the_readme_states_every_aim_the_fixture_holds():
-    """The README's power table is regenerated with the fixture (one command): each aim is there as stated."""
-    section = README.split("<!-- power-table:")[1].split("<!-- /power-table -->")[0]
+def test_the_docs_state_every_aim_the_fixture_holds():
+    """The power table of docs/release-check.md is regenerated with the fixture (one command): each aim is there as stated."""
+    section = PAGE.split("<!-- power-table:")[1].split("<!-- /power-table -->")[0]
     for aim in NOISE["aims"]:
         assert aim_line(aim, family_names()) in section
 
 
-def test_the_aims_are_the_designs_own_unless_the_readme_says_it_falls_short():
+def test_the_aims_are_the_designs_own_unless_the_docs_say_it_falls_short():
     """A/A FAIL is held to the design's false-alarm budget and +30% to its power, not to rates the analysis
-    measured; a bound moved past an aim is marked short, and the README's line says "short of"."""
+    measured; a bound moved past an aim is marked short, and the docs' line says "short of"."""
     design = Design()
     for aim in NOISE["aims"]:
         if aim["aim"] is None:
@@ -112,7 +112,7 @@ def test_every_figure_at_its_tolerance_fails_the_family_at_most_alpha(name, load
 
 
 def test_a_rate_short_of_its_aim_is_stated_as_achieved_and_marked_short():
-    """Where the simulated rate does not clear an aim with room, the README's line states what the design
+    """Where the simulated rate does not clear an aim with room, the docs' line states what the design
     achieves (the rate moved past its intervals) and says it falls short; where it does, the aim itself."""
     setting = types.SimpleNamespace(family="cpu", load="quiet")
     for aa_fail, caught, short in ((0.08, 0.92, True), (0.002, 0.99, False)):

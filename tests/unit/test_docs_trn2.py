@@ -1,6 +1,8 @@
-"""The README's "Setting up for a Trn2 team" section states figures that live elsewhere (the model specs,
-the thresholds file, the Trn2 workflow); these tests hold them to their sources, so a changed spec,
-threshold or runner label cannot leave the README saying the old one."""
+"""The "Setting up for a Trn2 team" section of docs/trn2.md states figures that live elsewhere (the model
+specs, the thresholds file, the Trn2 workflow); these tests hold them to their sources, so a changed spec,
+threshold or runner label cannot leave the docs saying the old one. The checks of commands and options
+that may stand on any page (a retired ``--device neuron``, a constraints file) read every page and the
+README."""
 
 from __future__ import annotations
 
@@ -17,11 +19,19 @@ pytestmark = pytest.mark.unit
 PUBLISHED = ("carbon-500m", "carbon-3b", "carbon-8b")
 
 
+TRN2 = REPO / "docs" / "trn2.md"
+
+
 def section() -> str:
-    text = (REPO / "README.md").read_text()
-    found = re.search(r"^### Setting up for a Trn2 team\n(.*?)(?=^##)", text, re.S | re.M)
-    assert found, 'README.md has no "### Setting up for a Trn2 team" section'
+    text = TRN2.read_text()
+    found = re.search(r"^## Setting up for a Trn2 team\n(.*?)(?=^##|\Z)", text, re.S | re.M)
+    assert found, f'{TRN2} has no "## Setting up for a Trn2 team" section'
     return found.group(1)
+
+
+def every_page() -> str:
+    """README.md and every page of the docs site, one text."""
+    return "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
 
 
 def table_row(text: str, first_cell: str) -> list[str]:
@@ -84,12 +94,12 @@ def test_the_disk_total_runner_version_and_the_2_32_note_are_stated():
 
 
 def test_the_48xlarge_command_uses_all_64_cores():
-    readme = (REPO / "README.md").read_text()
-    assert "-n 16 --carbon-cores-per-worker 4" in readme and "-n 4 --carbon-cores-per-worker 16" not in readme
+    assert "-n 16 --carbon-cores-per-worker 4" in TRN2.read_text()
+    assert "-n 4 --carbon-cores-per-worker 16" not in every_page()
 
 
 def test_a_release_check_names_constraints_files_not_spec_ranges():
-    text = (REPO / "README.md").read_text()
+    text = every_page()
     assert '"==2.10.*"' not in text and '"==0.10.*"' not in text
     for name in re.findall(r"ci/constraints/([a-z0-9.-]+\.txt)", text):
         assert (REPO / "ci" / "constraints" / name).is_file(), name
@@ -101,4 +111,4 @@ def test_the_core_split_per_instance_and_the_shared_runtime_are_stated():
     assert "On a **trn2.48xlarge** (64 logical cores at LNC=2) each side gets its own range" in text
     assert "On a **trn2.3xlarge** (4 logical cores)" in text and "the server is stopped" in text
     assert "a runtime regression between the SDKs cannot be seen" in text and "--candidate-image" in text
-    assert "--device neuron" not in (REPO / "README.md").read_text().replace("There is no `--device neuron`", "")
+    assert "--device neuron" not in every_page().replace("There is no `--device neuron`", "")
