@@ -2,14 +2,13 @@
 
 A page's sample output is a real run's, cut to fit (long lines cut at a width, parts left out as ``...``,
 a note in parentheses where a part is summarised) and from another day: its timings, counts and paths
-differ from any later run. A page line matches a printed line when, with numbers, runs of pytest's
-outcome letters, rules (``=====``), runs of spaces, the checkout's and home's paths made alike and a warnings count
-and a clock time dropped, the printed line starts with it; the page's lines must appear in order (other printed lines may come between).
+differ from any later run. A page line matches a printed line when, with numbers, paths, runs of
+pytest's outcome letters, rules (``=====``) and runs of spaces made alike and a warnings count and a clock time
+dropped, the printed line starts with it; the page's lines must appear in order (other printed lines may come between).
 """
 
 from __future__ import annotations
 
-import os
 import re
 
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
@@ -20,13 +19,12 @@ EDITORIAL = re.compile(r"^\s*(\.\.\.|…|\(.*\)|[.sFExX]+\s*\[\s*\d+%\])\s*$")
 WARNINGS = re.compile(r", \d+ warnings?\b")  # pytest's summary count of warnings: it varies with the environment
 CLOCK = re.compile(r"(?<=s) \(\d+:\d\d:\d\d\)")  # pytest's "in 102.08s (0:01:42)", past a minute
 RULE = re.compile(r"[=-]{3,}")  # a rule, centred around a summary of any length
+# a path (a word with a slash): the checkout's, the cache's, the home's, /tmp's differ from machine to machine
+PATH = re.compile(r"[\w.~+-]*(?:/[\w.~+-]*)+")
 
 
-def normalize(line: str, root: str = "") -> str:
-    if root:
-        line = line.replace(root.rstrip("/") + "/", "")
-    home = os.path.expanduser("~")
-    line = line.replace(home, "~")
+def normalize(line: str) -> str:
+    line = PATH.sub("<path>", line)
     line = NUMBER.sub("0", RULE.sub("==", CLOCK.sub("", WARNINGS.sub("", line))))
     line = OUTCOMES.sub("•", " " + line)[1:]
     return re.sub(r"\s+", " ", line).strip()
@@ -37,12 +35,12 @@ def shown_lines(block: tuple[str, ...]) -> list[str]:
     return [line for line in block if line.strip() and not EDITORIAL.match(line)]
 
 
-def unmatched(shown: list[str], printed: str, root: str = "") -> list[str]:
+def unmatched(shown: list[str], printed: str) -> list[str]:
     """The page lines with no printed line (in order) that starts like them; [] when all match."""
-    actual = [normalize(line, root) for line in printed.splitlines()]
+    actual = [normalize(line) for line in printed.splitlines()]
     missing, at = [], 0
     for line in shown:
-        want = normalize(line, root)
+        want = normalize(line)
         hit = next((k for k in range(at, len(actual)) if actual[k].startswith(want)), None)
         if hit is None:
             missing.append(line)

@@ -202,6 +202,6 @@ def test_output_block(block: Block, scratch: Path):
     done = run_once(shown, scratch)
     printed = done.stdout + done.stderr
     assert done.returncode == 0, f"{block.where}: `{shown.text}` exits {done.returncode}:\n{printed[-3000:]}"
-    missing = unmatched(shown_lines(block.body), printed, str(scratch))
+    missing = unmatched(shown_lines(block.body), printed)
     assert not missing, (f"{block.where}: the page shows lines `{shown.text}` no longer prints: {missing}\n"
                          f"it printed:\n{printed[-4000:]}")
