@@ -89,6 +89,7 @@ def run(job: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    sys.argv[0] = "pytest"  # the name pytest's usage errors give the program
     jobs = json.loads(Path(argv[0]).read_text())
     results = [run(job) for job in jobs]
     Path(argv[1]).write_text(json.dumps(results))
