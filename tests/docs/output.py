@@ -3,7 +3,7 @@
 A page's sample output is a real run's, cut to fit (long lines cut at a width, parts left out as ``...``,
 a note in parentheses where a part is summarised) and from another day: its timings, counts and paths
 differ from any later run. A page line matches a printed line when, with numbers, paths, runs of
-pytest's outcome letters, rules (``=====``) and runs of spaces made alike and a warnings count and a clock time
+pytest's outcome letters, pytest-benchmark's time unit, rules (``=====``) and runs of spaces made alike and a warnings count and a clock time
 dropped, the printed line starts with it; the page's lines must appear in order (other printed lines may come between).
 """
 
@@ -17,6 +17,7 @@ OUTCOMES = re.compile(r"(?<=\s)[.sFExX]+(?=\s|$)")  # pytest's progress letters 
 # interleaves, its letters and percentage split across lines)
 EDITORIAL = re.compile(r"^\s*(\.\.\.|…|\(.*\)|[.sFExX]+\s*\[\s*\d+%\])\s*$")
 WARNINGS = re.compile(r", \d+ warnings?\b")  # pytest's summary count of warnings: it varies with the environment
+UNIT = re.compile(r"\(time in [mun]?s\)")  # pytest-benchmark's table unit, chosen by the figures' size
 CLOCK = re.compile(r"(?<=s) \(\d+:\d\d:\d\d\)")  # pytest's "in 102.08s (0:01:42)", past a minute
 RULE = re.compile(r"[=-]{3,}")  # a rule, centred around a summary of any length
 # a path (a word with a slash): the checkout's, the cache's, the home's, /tmp's differ from machine to machine
@@ -24,7 +25,7 @@ PATH = re.compile(r"[\w.~+-]*(?:/[\w.~+-]*)+")
 
 
 def normalize(line: str) -> str:
-    line = PATH.sub("<path>", line)
+    line = UNIT.sub("(time in <unit>)", PATH.sub("<path>", line))
     line = NUMBER.sub("0", RULE.sub("==", CLOCK.sub("", WARNINGS.sub("", line))))
     line = OUTCOMES.sub("•", " " + line)[1:]
     return re.sub(r"\s+", " ", line).strip()

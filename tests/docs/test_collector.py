@@ -103,5 +103,7 @@ def test_loose_output_matching_takes_other_numbers_and_paths_not_other_words():
              "thresholds=75 from fixtures/thresholds cache=~/.cache/carbo"]
     assert unmatched(shown, printed) == []
     assert unmatched(["collected 1465 items / 1451 skipped"], printed) == ["collected 1465 items / 1451 skipped"]
+    assert unmatched(["Name (time in s)    Min", "=== 7 passed, 3 warnings in 30.26s ==="],
+                     "Name (time in ms)  Min\n===== 7 passed in 102.08s (0:01:42) =====") == []
     assert pieces_missing(["predicted speedup 1.73x", "break-even"], "a predicted speedup 1.73x; break-even") == []
     assert pieces_missing(["break-even", "predicted"], "predicted ... break-even") == ["predicted"]

@@ -177,14 +177,16 @@ def run_here(command: Command, copy: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(call.env)
     env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
-    return subprocess.run(argv, cwd=copy, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr in one stream, in the order a terminal shows them
+    return subprocess.run(argv, cwd=copy, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=RUN_TIMEOUT_S)
 
 
 @pytest.mark.parametrize("block,command", [long_param(b, c, where=c.where, extended=b.extended)
                                            for b, c in COMMANDS if b.kind == "run"])
 def test_run_command(block: Block, command: Command, scratch: Path):
     done = run_once(command, scratch)
-    printed = done.stdout + done.stderr
+    printed = done.stdout
     where = f"{command.where}: `{command.text}`"
     assert done.returncode == command.exit_status, (
         f"{where}: exit {done.returncode}, the page says {command.exit_status}:\n{printed[-3000:]}")
@@ -200,7 +202,7 @@ def test_output_block(block: Block, scratch: Path):
     """A page's sample output, from the command its marker names, matched loosely (tests/docs/output.py)."""
     shown = Command(block.page, block.line, block.output_command)
     done = run_once(shown, scratch)
-    printed = done.stdout + done.stderr
+    printed = done.stdout
     assert done.returncode == 0, f"{block.where}: `{shown.text}` exits {done.returncode}:\n{printed[-3000:]}"
     missing = unmatched(shown_lines(block.body), printed)
     assert not missing, (f"{block.where}: the page shows lines `{shown.text}` no longer prints: {missing}\n"
