@@ -217,7 +217,7 @@ def release_extended(session: nox.Session) -> None:
     }
     session.run("pytest", "-m", "release and extended", "tests/release", f"--carbon-nxdi-source={source}",
                 *session.posargs, env=pythons)
-    # the docs' whole jobs (<!-- run: extended -->: pytest -m perf / compat / dna, the sample output), which CI
-    # only parses and collects (tests/docs)
+    # the docs' whole jobs (<!-- run: extended -->: pytest -m perf / compat / dna, the conformance-only check, the
+    # good-run samples; 575 s here), which CI only parses and collects (tests/docs)
     if not session.posargs:
         session.run("pytest", "-m", "extended", "tests/docs", "--durations=10")
