@@ -144,7 +144,7 @@ def test_pytest_command_selects_tests(block: Block, command: Command, pytest_res
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory) -> Path:
     """A copy of the checkout's tracked files, where run lines run (they write what they write there);
-    ``../shared`` beside it where the checkout has one (the docs' ``../shared/vendor``)."""
+    ``../shared`` beside it where the checkout has one (the docs' ``../shared/vendor``), and its ``.nox``."""
     base = tmp_path_factory.mktemp("docs-run")
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True)
     copy = base / "checkout"
@@ -155,6 +155,8 @@ def scratch(tmp_path_factory) -> Path:
             shutil.copy2(source, copy / name)
     if (REPO.parent / "shared").is_dir():
         (base / "shared").symlink_to(REPO.parent / "shared")
+    if (REPO / ".nox").is_dir():  # the venvs a page's command names (.nox/serving/bin/python), as nox built them
+        (copy / ".nox").symlink_to(REPO / ".nox")
     (base / "tmp").mkdir()
     return copy
 
