@@ -218,6 +218,6 @@ def release_extended(session: nox.Session) -> None:
     session.run("pytest", "-m", "release and extended", "tests/release", f"--carbon-nxdi-source={source}",
                 *session.posargs, env=pythons)
     # the docs' whole jobs (<!-- run: extended -->: pytest -m perf / compat / dna, the conformance-only check, the
-    # good-run samples; 575 s here), which CI only parses and collects (tests/docs)
+    # good-run samples, 575 s here; the CPU migration, 529 s more), which CI only parses and collects (tests/docs)
     if not session.posargs:
         session.run("pytest", "-m", "extended", "tests/docs", "--durations=10")
