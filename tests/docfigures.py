@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.docs.blocks import pages as docs_pages
 from tests.helpers import REPO
 
 REGISTRY = REPO / "fixtures" / "docs" / "runs.json"
@@ -293,8 +294,8 @@ def matches(fig: Figure, held: Held) -> bool:
 
 
 def pages(repo: Path = REPO) -> list[Path]:
-    found = [repo / "README.md"] + sorted((repo / "docs").rglob("*.md")) if (repo / "docs").is_dir() else [repo / "README.md"]
-    return [p for p in found if p.relative_to(repo).as_posix() not in SKIP_PAGES]
+    """The docs' pages (tests.docs.blocks.pages), less the generated ones this scan leaves out."""
+    return [p for p in docs_pages(repo) if p.relative_to(repo).as_posix() not in SKIP_PAGES]
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import shutil
 import pytest
 
 from tests.docfigures import DATE, LOAD, REGISTRY, Figure, Held, Registry, check, figures_in, matches
+from tests.docs.blocks import pages as docs_pages
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.unit
@@ -53,8 +54,7 @@ def test_every_run_figure_is_quoted_somewhere(checked):
 
 def test_every_not_measured_entry_is_used_and_says_why(checked):
     _, registry = checked
-    printed = {f.text for f in figures_in((REPO / "README.md").read_text(), "README.md")}
-    printed |= {f.text for p in (REPO / "docs").rglob("*.md") for f in figures_in(p.read_text(), p.name)}
+    printed = {f.text for p in docs_pages(REPO) for f in figures_in(p.read_text(), p.name)}
     for text, why in registry.not_measured.items():
         assert len(why) > 20, f"not_measured {text!r}: say why it is no measurement"
         assert text in printed, f"not_measured {text!r} is no longer printed in any page: remove it"

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from harness.core.spec import get_model
+from tests.docs.blocks import pages
 from tests.unit.conftest import REPO
 
 pytestmark = pytest.mark.unit
@@ -31,7 +32,7 @@ def section() -> str:
 
 def every_page() -> str:
     """README.md and every page of the docs site, one text."""
-    return "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
+    return "\n".join(p.read_text() for p in pages(REPO))
 
 
 def table_row(text: str, first_cell: str) -> list[str]:
