@@ -13,6 +13,7 @@ import pytest
 from harness.analysis.figures import generation_figures, latency_figures, roofline
 from harness.backends.base import Batch
 from harness.carbon.dna import shape_prompts
+from harness.plugin.decode_rounds import DecodeRounds
 from harness.plugin.recording import engine_context, model_spec, round_ms, timed_results
 from harness.plugin.timing import timed_pedantic
 from harness.workloads.repeatability import near_tie, repeatability_problems
@@ -46,22 +47,21 @@ def test_tkg(benchmark, carbon_session, carbon_engine, shape_batch, carbon_gate)
     """Token generation: single decode steps on a warm cache. Once a generation of this shape
     would have ended (max_new_tokens - 1 decode steps), the next round re-prefills first, untimed
     and waited on (``timed_pedantic``), so every timed step is one the shape really makes and none
-    carries the prefill's device work."""
+    carries the prefill's device work. Every position the rounds take is taken once before, untimed
+    (``DecodeRounds.warm``): an eager engine's first step at a new KV length is not a warm step."""
     benchmark.group = f"tkg-{carbon_engine.info.shape}"
     shape = carbon_engine.shape
     steps_per_generation = shape.max_new_tokens - 1
     rounds = min(carbon_session.config.runs * 8, steps_per_generation)
-    taken = steps_per_generation  # forces a prefill before the first round
+    warmup = carbon_session.config.warmup
+    schedule = DecodeRounds(carbon_engine, shape_batch, steps_per_generation)
+    warmed = schedule.warm(warmup + rounds)
 
-    def ready() -> None:
-        nonlocal taken
-        if taken >= steps_per_generation:
-            carbon_engine.prefill(shape_batch)
-            taken = 0
-        taken += 1
-
-    token, device = timed_pedantic(benchmark, carbon_engine, carbon_engine.decode_step, setup=ready, rounds=rounds,
-                                   warmup_rounds=carbon_session.config.warmup, busy=True)
+    token, device = timed_pedantic(benchmark, carbon_engine, carbon_engine.decode_step, setup=schedule.ready,
+                                   rounds=rounds, warmup_rounds=warmup, busy=True)
+    taken = schedule.positions[:len(warmed)]  # (busy: one more, profiled call follows the rounds)
+    assert taken == warmed[:len(taken)], f"the rounds took positions {taken}, the warm pass {warmed}"
+    benchmark.extra_info["tkg_positions_warmed"] = len(warmed)
     assert token.shape == (shape_batch.size,) and all(0 <= int(t) < 155776 for t in token)
     wall = round_ms(benchmark)
     figures = {**latency_figures("tkg", wall), **device.figures("tkg", wall)}

@@ -8,7 +8,9 @@ no thread, no sleep and no real clock decides what a test sees. pytest-benchmark
 ``host_clock`` (``--benchmark-timer device_double.host_clock``).
 
 ``AsyncEngineDouble`` is an ``Engine`` on it: a prefill and a decode step are a number of kernels
-each with a host (launch) cost and a device cost; ``synchronize`` and ``device_clock`` (spans and
+each with a host (launch) cost and a device cost (and, with ``cold``, a decode step at a KV length
+the engine has not met before costs that much more, as an eager GPU step's first meeting with a
+length did on an H100); ``synchronize`` and ``device_clock`` (spans and
 busy time from the timeline itself) are what ``harness.plugin.timing`` calls on a real GPU engine.
 """
 
@@ -112,18 +114,25 @@ class VirtualClock(DeviceClock):
 class AsyncEngineDouble(Engine):
     """An engine whose calls return once their kernels are queued on ``DEVICE``, as CUDA's do."""
 
-    def __init__(self, prefill: Step, decode: Step) -> None:
+    def __init__(self, prefill: Step, decode: Step, cold: Step | None = None) -> None:
         self.shape = get_shape("smoke")
         self.info = EngineInfo("double", "carbon-tiny", "-", self.shape.name, "virtual", "bf16", 0.0)
-        self.prefill_step, self.decode_step_work = prefill, decode
+        self.prefill_step, self.decode_step_work, self.cold = prefill, decode, cold
         self.prefills = 0
+        self.position = 0  # decode steps since the last prefill
+        self.met: set[int] = set()  # the positions (KV lengths) decode steps have met
 
     def prefill(self, batch: Batch) -> torch.Tensor:
         self.prefill_step.run(DEVICE)
         self.prefills += 1
+        self.position = 0
         return torch.zeros(batch.size, dtype=torch.long)
 
     def decode_step(self) -> torch.Tensor:
+        self.position += 1
+        if self.cold is not None and self.position not in self.met:
+            self.cold.run(DEVICE)
+        self.met.add(self.position)
         self.decode_step_work.run(DEVICE)
         return torch.zeros(1, dtype=torch.long)
 

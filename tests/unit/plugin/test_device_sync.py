@@ -6,7 +6,9 @@ The child's tests: ``harness.plugin.timing.timed_pedantic`` reads each TKG round
 device work, whatever the untimed setup (a re-prefill) left queued; the same rounds unsynchronized
 read the launches alone (the double is asynchronous, so the first test cannot pass without the
 waits); waiting inside the call but not after the setup charges the prefill to the next round (the
-test_tkg bug); and the device span and the host-bound fraction are the double's own timeline's."""
+test_tkg bug); the device span and the host-bound fraction are the double's own timeline's; and on an
+engine whose first step at a KV length costs more (``cold``), TKG's rounds read warm steps only after
+``DecodeRounds.warm`` has taken their positions (without it, each round read the cold step)."""
 
 from __future__ import annotations
 
@@ -23,13 +25,17 @@ pytestmark = pytest.mark.unit
 CHILD = '''
 import pytest
 
+from hypothesis import given, settings, strategies as st
+
 from harness.backends.base import Batch
+from harness.plugin.decode_rounds import DecodeRounds
 from harness.plugin.timing import timed_pedantic
 from device_double import AsyncEngineDouble, Step
 
 PREFILL = Step(kernels=4, host_ms=0.01, device_ms=10.0)  # 40 ms of device work, 0.04 ms to launch
 DECODE = Step(kernels=10, host_ms=0.01, device_ms=0.5)  # device-bound: the last kernel ends 5.01 ms in
 HOST_BOUND = Step(kernels=10, host_ms=0.5, device_ms=0.1)  # the launches are the step: 5.1 ms, 1 ms busy
+COLD = Step(kernels=1, host_ms=36.0, device_ms=0.0)  # a first step at a KV length: ~36 ms of host (H100, eager)
 DECODE_WALL, HOST_BOUND_WALL = 0.01 + 10 * 0.5, 10 * 0.5 + 0.1
 BATCH = Batch.from_ids([[1, 2, 3]])
 
@@ -92,6 +98,42 @@ def test_device_span_and_host_bound_fraction(benchmark, step, wall):
     assert device.busy_ms == pytest.approx(step.busy_ms)
     assert figures["tkg_device_ms_p50"] == pytest.approx(wall)
     assert figures["tkg_host_bound_fraction"] == pytest.approx(1 - step.busy_ms / wall)
+
+
+def test_after_the_warm_pass_tkg_rounds_read_warm_steps(benchmark):
+    engine = AsyncEngineDouble(PREFILL, DECODE, cold=COLD)
+    schedule = DecodeRounds(engine, BATCH, 5)
+    warmed = schedule.warm(1 + 7)
+    timed_pedantic(benchmark, engine, engine.decode_step, setup=schedule.ready, rounds=7, warmup_rounds=1)
+    assert rounds_ms(benchmark) == pytest.approx([DECODE_WALL] * 7, abs=1e-9)
+    assert schedule.positions == warmed == [1, 2, 3, 4, 5, 1, 2, 3]
+
+
+def test_without_the_warm_pass_each_round_reads_a_lengths_first_step(benchmark):
+    engine = AsyncEngineDouble(PREFILL, DECODE, cold=COLD)
+    schedule = DecodeRounds(engine, BATCH, 5)
+    timed_pedantic(benchmark, engine, engine.decode_step, setup=schedule.ready, rounds=7, warmup_rounds=1)
+    ms = rounds_ms(benchmark)
+    assert ms[:4] == pytest.approx([COLD.host_ms + DECODE_WALL] * 4, abs=1e-9)  # positions 2..5, met first here
+    assert ms[4:] == pytest.approx([DECODE_WALL] * 3, abs=1e-9)  # 1, 2, 3 again after the re-prefill
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.integers(1, 40), calls=st.integers(1, 120))
+def test_the_rounds_after_a_warm_pass_take_its_positions(steps, calls):
+    schedule = DecodeRounds(AsyncEngineDouble(PREFILL, DECODE), BATCH, steps)
+    warmed = schedule.warm(calls)
+    for _ in range(calls):
+        schedule.ready()
+    assert schedule.positions == warmed
+    assert warmed == [i % steps + 1 for i in range(calls)]
+
+
+@pytest.mark.parametrize("steps,calls,match", [(0, 1, "steps_per_generation=0 must be at least 1"),
+                                               (3, 0, "calls=0 must be at least 1")])
+def test_decode_rounds_refuse_what_times_no_step(steps, calls, match):
+    with pytest.raises(ValueError, match=match):
+        DecodeRounds(AsyncEngineDouble(PREFILL, DECODE), BATCH, steps).warm(calls)
 '''
 
 
@@ -108,7 +150,7 @@ def test_timed_calls_wait_for_an_asynchronous_device(child_dir, tmp_path):
                    "--benchmark-timer=device_double.host_clock", cache_dir=tmp_path / "cache", cwd=child_dir)
     out = r.stdout[-4000:] + r.stderr[-2000:]
     assert r.returncode == 0, out
-    assert "5 passed" in out, out
+    assert "10 passed" in out, out
 
 
 def test_union_counts_overlapping_kernels_once():
