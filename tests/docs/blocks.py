@@ -5,12 +5,17 @@ docs/**/*.md carries an HTML comment on the line before its fence (invisible on 
 
 - ``<!-- run -->``: the suite runs each command (a real subprocess, in a scratch copy of the checkout) and
   checks what the page shows: a comment line ``#  ... TEXT`` after a command is output that command prints
-  (``...`` elides; each piece between them must appear, in order), and a trailing ``# exit N`` its exit status.
-- ``<!-- run: extended -->``: the same, but long: ``nox -s release-extended`` runs it; CI checks it as ``check``.
-- ``<!-- check -->``: not run (an input it needs comes from another command, or it is long and the suite runs
-  its substance elsewhere); each command's options go through the real parser of its CLI, pytest lines are
-  collected (``--collect-only``: known options and markers, something selected), nox sessions and pip extras
-  must exist, and the repository paths a command names must be there.
+  (``...`` elides; each piece between them must appear, in order), and a trailing ``# exit N`` its exit status
+  (``# exit 0 or 3``, ``# exit 0, 1 or 3``: any of those, for a verdict the host's noise decides; a usage
+  error, 2, is never among them unless the page says so).
+- ``<!-- run: extended -->``: the same, but long: ``nox -s release-extended`` runs it.
+- ``<!-- run: ci -->``: what CI itself runs: each command is a line of ``.ci/run`` (the README's install and
+  ``nox``) or ``nox -s SESSION`` for a session ``nox`` runs by default.
+
+In CI every command of a run block (extended and ci ones too) goes through the real parser of its CLI, its
+pytest lines are collected (``--collect-only``: known options and markers, something selected), nox sessions
+and pip extras must exist, and the repository paths a command names must be there. The ``<!-- check -->`` of
+earlier pages (parsed, never run) is refused: every CPU command of the docs runs.
 - ``<!-- device-only: WHAT THE HOST NEEDS -->``: needs hardware, weights or a network this suite has not; the
   commands of a CLI this checkout has still go through its parser (a renamed option fails), nothing more.
 
@@ -26,11 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SHELL_LANGUAGES = ("bash", "sh", "shell", "console")
-KINDS = ("run", "check", "device-only", "output")
+KINDS = ("run", "device-only", "output")
+RETIRED = "check"  # parsed, never run: refused with what to write instead
 MARKER = re.compile(r"^<!--\s*(run|check|device-only|output)\b\s*(?::\s*(.*?))?\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 EXTENDED = "extended"
-MARKER_HELP = ("<!-- run -->, <!-- run: extended -->, <!-- check --> or <!-- device-only: WHAT THE HOST NEEDS --> "
+CI = "ci"
+EXIT = re.compile(r"exit (\d+(?:(?:,\s*|\s+or\s+)\d+)*)(?::|\s|$)")  # exit 1 / exit 0 or 3 / exit 0, 1 or 3
+MARKER_HELP = ("<!-- run -->, <!-- run: extended -->, <!-- run: ci --> or <!-- device-only: WHAT THE HOST NEEDS --> "
                "on the line before its fence (tests/docs/blocks.py says what each one does)")
 
 
@@ -42,7 +50,7 @@ class Command:
     line: int  # 1-based, the command's first line
     text: str
     expect: tuple[str, ...] = ()  # output the page shows it printing (``#  ... TEXT`` lines)
-    exit_status: int = 0  # a trailing ``# exit N``
+    exit_statuses: tuple[int, ...] = (0,)  # a trailing ``# exit N`` (``# exit N or M``: either)
 
     @property
     def where(self) -> str:
@@ -135,7 +143,7 @@ def commands(page: str, first_line: int, body: tuple[str, ...], language: str) -
     ``console`` block's ``$ `` prompts stripped (its other lines are output)."""
     found: list[Command] = []
     parts: list[str] = []
-    start, quote, status = 0, None, 0
+    start, quote, status = 0, None, (0,)
     for offset, raw in enumerate(body):
         line = raw
         if language == "console" and not parts:
@@ -144,24 +152,24 @@ def commands(page: str, first_line: int, body: tuple[str, ...], language: str) -
             line = raw.lstrip()[2:]
         code, comment, quote = split_comment(line, quote)
         if not parts:
-            start, status = first_line + offset, 0
-        exit_comment = re.match(r"exit (\d+)(?::|$)", comment)
+            start, status = first_line + offset, (0,)
+        exit_comment = EXIT.match(comment)
         if exit_comment:
-            status = int(exit_comment.group(1))
+            status = tuple(int(n) for n in re.findall(r"\d+", exit_comment.group(1)))
         if not code.strip():
             if comment.startswith("...") and found and not parts:
                 last = found[-1]
-                found[-1] = Command(last.page, last.line, last.text, (*last.expect, comment), last.exit_status)
+                found[-1] = Command(last.page, last.line, last.text, (*last.expect, comment), last.exit_statuses)
             continue
         continued = code.endswith("\\")
         parts.append(code[:-1].strip() if continued else code.strip())
         if not continued and not quote:
-            found.append(Command(page, start, " ".join(parts), exit_status=status))
+            found.append(Command(page, start, " ".join(parts), exit_statuses=status))
             parts = []
         elif quote:
             parts[-1] += "\n"
     if parts:
-        found.append(Command(page, start, " ".join(parts), exit_status=status))
+        found.append(Command(page, start, " ".join(parts), exit_statuses=status))
     return found
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.blocks import blocks, expected_pieces, pages
+from tests.docs.blocks import blocks, commands, expected_pieces, pages
 from tests.docs.clis import invocation, missing_paths, option_error
 from tests.docs.output import pieces_missing, unmatched
 
@@ -53,7 +53,7 @@ def test_commands_join_continuations_and_carry_exit_status_and_output(tmp_path):
     assert (run.kind, run.detail, run.line) == ("run", "", 4)
     first, second = run.commands
     assert first.text == "carbon-harness plan --model carbon-3b --shape scan-64k" and first.line == 5
-    assert first.exit_status == 1 and first.expect == ("... exceed the model's ... positions",)
+    assert first.exit_statuses == (1,) and first.expect == ("... exceed the model's ... positions",)
     assert expected_pieces(first.expect[0]) == ["exceed the model's", "positions"]
     assert invocation(second.text).env == {"VLLM_DEVICE": "cpu"} and invocation(second.text).module == "harness.release.power"
     assert unmarked.kind is None and unmarked.commands[0].text == "nox -s trn2-stack"
@@ -107,3 +107,11 @@ def test_loose_output_matching_takes_other_numbers_and_paths_not_other_words():
                      "Name (time in ms)  Min\n===== 7 passed in 102.08s (0:01:42) =====") == []
     assert pieces_missing(["predicted speedup 1.73x", "break-even"], "a predicted speedup 1.73x; break-even") == []
     assert pieces_missing(["break-even", "predicted"], "predicted ... break-even") == ["predicted"]
+
+
+@pytest.mark.parametrize("comment,statuses", [("exit 1: needs rope scaling", (1,)), ("exit 0 or 3", (0, 3)),
+                                              ("exit 0, 1 or 3: the host's noise decides", (0, 1, 3)),
+                                              ("exits at once", (0,)), ("the tp of the shape", (0,))])
+def test_a_trailing_exit_comment_names_the_statuses_the_command_may_end_with(comment, statuses):
+    (command,) = commands("page.md", 1, (f"carbon-harness plan --model carbon-tiny   # {comment}",), "bash")
+    assert command.exit_statuses == statuses
