@@ -11,13 +11,13 @@ docs/**/*.md carries an HTML comment on the line before its fence (invisible on 
 - ``<!-- run: extended -->``: the same, but long: ``nox -s release-extended`` runs it.
 - ``<!-- run: ci -->``: what CI itself runs: each command is a line of ``.ci/run`` (the README's install and
   ``nox``) or ``nox -s SESSION`` for a session ``nox`` runs by default.
+- ``<!-- device-only: WHAT THE HOST NEEDS -->``: needs hardware, weights or a network this suite has not; the
+  commands of a CLI this checkout has still go through its parser (a renamed option fails), nothing more.
 
 In CI every command of a run block (extended and ci ones too) goes through the real parser of its CLI, its
 pytest lines are collected (``--collect-only``: known options and markers, something selected), nox sessions
 and pip extras must exist, and the repository paths a command names must be there. The ``<!-- check -->`` of
 earlier pages (parsed, never run) is refused: every CPU command of the docs runs.
-- ``<!-- device-only: WHAT THE HOST NEEDS -->``: needs hardware, weights or a network this suite has not; the
-  commands of a CLI this checkout has still go through its parser (a renamed option fails), nothing more.
 
 A fenced block that is not a shell block may carry ``<!-- output: COMMAND -->`` (or ``<!-- output: extended:
 COMMAND -->``): the suite runs COMMAND and matches the block's lines, loosely, against what it prints. A shell
