@@ -218,3 +218,14 @@ def missing_paths(call: Invocation, root: Path) -> list[str]:
 def expand_home(token: str) -> str:
     """``~`` and ``$HOME`` as a shell expands them, for commands the suite runs."""
     return os.path.expanduser(token.replace("$HOME", os.path.expanduser("~")).replace("${HOME}", os.path.expanduser("~")))
+
+
+def expand_glob(token: str, cwd: Path) -> list[str]:
+    """A token with ``*``, ``?`` or ``[`` as a shell expands it in ``cwd``: the matching paths, sorted; the token
+    itself where nothing matches (bash without nullglob). A pattern the page quotes to keep it (a pytest node
+    id ``'test_e2e[carbon-tiny-smoke]'``) names no file, so it stays."""
+    if not any(c in token for c in "*?[") or token.startswith("-"):
+        return [token]
+    matches = sorted(str(p.relative_to(cwd)) if not Path(token).is_absolute() else str(p)
+                     for p in (Path(token).parent.glob(Path(token).name) if Path(token).is_absolute() else cwd.glob(token)))
+    return matches or [token]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.blocks import blocks, commands, expected_pieces, pages
-from tests.docs.clis import invocation, missing_paths, option_error
+from tests.docs.clis import expand_glob, invocation, missing_paths, option_error
 from tests.docs.output import pieces_missing, unmatched
 
 pytestmark = pytest.mark.docs
@@ -115,3 +115,13 @@ def test_loose_output_matching_takes_other_numbers_and_paths_not_other_words():
 def test_a_trailing_exit_comment_names_the_statuses_the_command_may_end_with(comment, statuses):
     (command,) = commands("page.md", 1, (f"carbon-harness plan --model carbon-tiny   # {comment}",), "bash")
     assert command.exit_statuses == statuses
+
+
+def test_a_glob_expands_as_a_shell_expands_it(tmp_path):
+    for name in ("stream-b.json", "stream-a.json", "other.json"):
+        (tmp_path / name).write_text("{}")
+    assert expand_glob("stream-*.json", tmp_path) == ["stream-a.json", "stream-b.json"]
+    assert expand_glob("test_e2e[carbon-tiny-smoke]", tmp_path) == ["test_e2e[carbon-tiny-smoke]"]  # no such file
+    assert expand_glob("--glob=*.json", tmp_path) == ["--glob=*.json"]
+    assert expand_glob(str(tmp_path / "stream-*.json"), tmp_path) == [str(tmp_path / "stream-a.json"),
+                                                                    str(tmp_path / "stream-b.json")]

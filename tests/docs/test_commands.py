@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.blocks import CI, EXTENDED, KINDS, MARKER_HELP, RETIRED, Block, Command, blocks, expected_pieces, pages
-from tests.docs.clis import expand_home, invocation, missing_paths, option_error
+from tests.docs.clis import expand_glob, expand_home, invocation, missing_paths, option_error
 from tests.docs.needs import collect_skip_reason
 from tests.docs.output import pieces_missing, shown_lines, unmatched
 
@@ -177,10 +177,12 @@ def run_once(command: Command, copy: Path) -> subprocess.CompletedProcess:
 
 def run_here(command: Command, copy: Path) -> subprocess.CompletedProcess:
     """The command, as a subprocess in the scratch copy: its programs through this interpreter, ``/tmp/X``
-    paths under the scratch directory's own tmp/, ``~`` and ``$HOME`` expanded as a shell would."""
+    paths under the scratch directory's own tmp/, ``~``, ``$HOME`` and globs (``stream-*.json``) expanded as a
+    shell would."""
     call = invocation(command.text)
     argv = [expand_home(a).replace("/tmp/", f"{copy.parent}/tmp/", 1) if a.startswith("/tmp/") else expand_home(a)
             for a in call.argv()]
+    argv = argv[:1] + [word for a in argv[1:] for word in expand_glob(a, copy)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(call.env)
     env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
