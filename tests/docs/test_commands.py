@@ -29,7 +29,10 @@ BLOCKS = [b for page in pages(REPO) for b in blocks(page, REPO)]
 SHELL = [b for b in BLOCKS if b.shell]
 COMMANDS = [(b, c) for b in SHELL if b.kind in ("run", "device-only") for c in b.commands]
 PYTEST = [(b, c) for b, c in COMMANDS if invocation(c.text).program == "pytest"]
-RUN_TIMEOUT_S = 1800  # a whole job (extended); CI's run lines take seconds
+RUN_TIMEOUT_S = 1800  # CI's run lines take seconds; a hang fails within the suite's own 1800 s
+# An extended line is a whole job: the contract zoo's 26 release checks took over 30 minutes on half of this box's
+# 2 cores (2026-11-27), so an extended run gets 3 hours, its test as long (pytest-timeout's mark).
+EXTENDED_TIMEOUT_S = 3 * 3600
 
 
 def param(block: Block, command: Command):
@@ -38,7 +41,8 @@ def param(block: Block, command: Command):
 
 def long_param(*values, where: str, extended: bool):
     """A run: ``extended`` ones (``<!-- run: extended -->``) only where ``-m`` selects extended (tests/docs/conftest.py)."""
-    return pytest.param(*values, id=where, marks=[pytest.mark.extended] if extended else [])
+    marks = [pytest.mark.extended, pytest.mark.timeout(EXTENDED_TIMEOUT_S + 60)] if extended else []
+    return pytest.param(*values, id=where, marks=marks)
 
 
 def argv_here(command: Command) -> list[str]:
@@ -169,13 +173,13 @@ def scratch(tmp_path_factory) -> Path:
 RAN: dict[str, subprocess.CompletedProcess] = {}  # a command the pages repeat runs once (it may write a fixed --out)
 
 
-def run_once(command: Command, copy: Path) -> subprocess.CompletedProcess:
+def run_once(command: Command, copy: Path, timeout_s: int = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
     if command.text not in RAN:
-        RAN[command.text] = run_here(command, copy)
+        RAN[command.text] = run_here(command, copy, timeout_s)
     return RAN[command.text]
 
 
-def run_here(command: Command, copy: Path) -> subprocess.CompletedProcess:
+def run_here(command: Command, copy: Path, timeout_s: int = RUN_TIMEOUT_S) -> subprocess.CompletedProcess:
     """The command, as a subprocess in the scratch copy: its programs through this interpreter, ``/tmp/X``
     paths under the scratch directory's own tmp/, ``~``, ``$HOME`` and globs (``stream-*.json``) expanded as a
     shell would."""
@@ -188,13 +192,13 @@ def run_here(command: Command, copy: Path) -> subprocess.CompletedProcess:
     env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr in one stream, in the order a terminal shows them
     return subprocess.run(argv, cwd=copy, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=RUN_TIMEOUT_S)
+                          timeout=timeout_s)
 
 
 @pytest.mark.parametrize("block,command", [long_param(b, c, where=c.where, extended=b.extended)
                                            for b, c in COMMANDS if b.kind == "run" and b.detail != CI])
 def test_run_command(block: Block, command: Command, scratch: Path):
-    done = run_once(command, scratch)
+    done = run_once(command, scratch, EXTENDED_TIMEOUT_S if block.extended else RUN_TIMEOUT_S)
     printed = done.stdout
     where = f"{command.where}: `{command.text}`"
     said = " or ".join(map(str, command.exit_statuses))
