@@ -101,9 +101,16 @@ def plant_one_crash(source: Path, dest: Path, marker: Path) -> Path:
 SERVED_HOOK = '''"""Planted by carbon-harness (harness.release.plant) in this side's vLLM only: {what}."""
 import importlib.abc
 import importlib.util
+import os
 import sys
 
 TARGET = {target!r}
+
+# pytest's assertion rewriting puts its own import hook first on sys.meta_path and loads an installed
+# plugin's modules (harness.*) itself, past the finder below: a planted harness module was left unpatched in
+# the side's pytest (the contract zoo's tokenizer-shift passed, 2026-11-27). Plain asserts keep it first.
+if TARGET.split(".")[0] == "harness":
+    os.environ["PYTEST_ADDOPTS"] = (os.environ.get("PYTEST_ADDOPTS", "") + " --assert=plain").strip()
 
 
 def _patch(module):

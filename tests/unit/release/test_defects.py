@@ -62,3 +62,23 @@ def test_an_nxdi_tree_without_the_line_is_refused(tmp_path, nxdi_source):
     once = plant_nxdi("rope-theta", nxdi_source, tmp_path / "once")  # its line is gone from the copy
     with pytest.raises(PlantError, match="'base=config.rope_theta,' not found"):
         plant_nxdi("rope-theta", once, tmp_path / "twice")
+
+
+def test_the_tokenizer_plant_reaches_a_pytest_process_that_loads_the_harness_as_its_plugin(tmp_path):
+    """pytest's assertion rewriting loads an installed plugin's modules (harness.*) past the plant's import
+    finder; the zoo's tokenizer-shift then went unseen (exit 0 where 1 is expected, 2026-11-27). The hook
+    turns rewriting off in the side's pytest, so the planted tokenizer is the one a test there gets."""
+    from harness.carbon.tokenizer import CarbonTokenizer
+
+    text = "<dna>ACGTACGTACGTACGTAC</dna>"
+    clean = CarbonTokenizer.builtin().encode(text)
+    hook = plant_hook("tokenizer-shift", tmp_path / "hook")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "test_plant.py").write_text(
+        "from harness.carbon.tokenizer import CarbonTokenizer\n\n\n"
+        f"def test_planted():\n    assert CarbonTokenizer.builtin().encode({text!r}) != {clean!r}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(hook), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_plant.py"],
+                          cwd=tmp_path / "t", env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-1000:]
