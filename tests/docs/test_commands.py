@@ -30,7 +30,7 @@ SHELL = [b for b in BLOCKS if b.shell]
 COMMANDS = [(b, c) for b in SHELL if b.kind in ("run", "device-only") for c in b.commands]
 PYTEST = [(b, c) for b, c in COMMANDS if invocation(c.text).program == "pytest"]
 RUN_TIMEOUT_S = 1800  # CI's run lines take seconds; a hang fails within the suite's own 1800 s
-# An extended line is a whole job: the contract zoo's 26 release checks took over 30 minutes on half of this box's
+# An extended line is a whole job: the contract zoo's 22 release checks took over 30 minutes on half of this box's
 # 2 cores (2026-11-27), so an extended run gets 3 hours, its test as long (pytest-timeout's mark).
 EXTENDED_TIMEOUT_S = 3 * 3600
 
