@@ -31,6 +31,12 @@ def checkout_under_test(tests_dir: Path, harness_root: Path) -> Path:
 REPO = checkout_under_test(Path(__file__).parent, REPO_ROOT)
 
 
+def ci_run_commands(root: Path = REPO) -> list[str]:
+    """The commands .ci/run runs, less the shell preamble (shebang, comments, set, cd)."""
+    lines = [line.strip() for line in (root / ".ci" / "run").read_text().splitlines()]
+    return [line for line in lines if line and not line.startswith(("#", "set ", "cd "))]
+
+
 def run_cli(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None,
             timeout: float = 600) -> subprocess.CompletedProcess:
     """``carbon-harness ARGS`` as a user runs it: a fresh interpreter, text output captured, in the

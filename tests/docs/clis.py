@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import glob
 import importlib
 import io
 import os
@@ -133,12 +134,22 @@ def module_parser(module: str):
 
 
 @functools.lru_cache(maxsize=None)
-def nox_sessions(root: Path) -> frozenset[str]:
-    """Every session noxfile.py defines, default or not (``nox -l``: ``* name`` or ``- name``)."""
+def nox_listing(root: Path) -> tuple[tuple[str, str], ...]:
+    """``nox -l``'s sessions as (mark, name): ``*`` for one plain ``nox`` runs, ``-`` for the others."""
     listing = subprocess.run([sys.executable, "-m", "nox", "-l", "-f", str(root / "noxfile.py")], cwd=root,
                              capture_output=True, text=True, timeout=120)
     assert listing.returncode == 0, f"nox -l failed: {listing.stderr[-2000:]}"
-    return frozenset(m.group(1) for m in re.finditer(r"^[*-] (\S+)", listing.stdout, re.M))
+    return tuple((m.group(1), m.group(2)) for m in re.finditer(r"^([*-]) (\S+)", listing.stdout, re.M))
+
+
+def nox_sessions(root: Path) -> frozenset[str]:
+    """Every session noxfile.py defines, default or not."""
+    return frozenset(name for _, name in nox_listing(root))
+
+
+def nox_default_sessions(root: Path) -> frozenset[str]:
+    """The sessions a plain ``nox`` (the README's test command) runs."""
+    return frozenset(name for mark, name in nox_listing(root) if mark == "*")
 
 
 def nox_error(args: tuple[str, ...], root: Path) -> str | None:
@@ -226,6 +237,4 @@ def expand_glob(token: str, cwd: Path) -> list[str]:
     id ``'test_e2e[carbon-tiny-smoke]'``) names no file, so it stays."""
     if not any(c in token for c in "*?[") or token.startswith("-"):
         return [token]
-    matches = sorted(str(p.relative_to(cwd)) if not Path(token).is_absolute() else str(p)
-                     for p in (Path(token).parent.glob(Path(token).name) if Path(token).is_absolute() else cwd.glob(token)))
-    return matches or [token]
+    return sorted(glob.glob(token, root_dir=cwd)) or [token]

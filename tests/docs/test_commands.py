@@ -7,7 +7,6 @@ Cost (2-core box): the pytest lines' parse and collection share one process (``p
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import shutil
@@ -18,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.docs.blocks import CI, EXTENDED, KINDS, MARKER_HELP, RETIRED, Block, Command, blocks, expected_pieces, pages
-from tests.docs.clis import expand_glob, expand_home, invocation, missing_paths, option_error
+from tests.docs.clis import expand_glob, expand_home, invocation, missing_paths, nox_default_sessions, option_error
 from tests.docs.needs import collect_skip_reason
 from tests.docs.output import pieces_missing, shown_lines, unmatched
+from tests.helpers import ci_run_commands
 
 pytestmark = pytest.mark.docs
 
@@ -208,14 +208,8 @@ def test_run_command(block: Block, command: Command, scratch: Path):
 
 
 def ci_commands(root: Path) -> set[str]:
-    """What CI runs: ``.ci/run``'s command lines, and ``nox -s S`` for each session ``nox`` runs by default
-    (``nox.options.sessions`` in noxfile.py, read without importing it)."""
-    lines = {line.strip() for line in (root / ".ci" / "run").read_text().splitlines()
-             if line.strip() and not line.lstrip().startswith(("#", "set ", "cd "))}
-    tree = ast.parse((root / "noxfile.py").read_text())
-    sessions = next(ast.literal_eval(node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign)
-                    and any(ast.unparse(t) == "nox.options.sessions" for t in node.targets))
-    return lines | {f"nox -s {name}" for name in sessions}
+    """What CI runs: ``.ci/run``'s command lines, and ``nox -s S`` for each session ``nox`` runs by default."""
+    return set(ci_run_commands(root)) | {f"nox -s {name}" for name in nox_default_sessions(root)}
 
 
 def test_ci_run_has_the_lines_and_sessions_the_ci_blocks_name():

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import ci_run_commands
 from tests.unit.conftest import REPO
 
 pytestmark = pytest.mark.unit
@@ -40,12 +41,6 @@ def readme_commands() -> list[str]:
     block = re.search(r"```bash\n(.*?)```", text, re.S)
     assert block, "README.md has no ```bash block"
     return [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.split("#")[0].strip()]
-
-
-def ci_run_commands() -> list[str]:
-    """The commands .ci/run runs, less the shell preamble (shebang, comments, set, cd)."""
-    lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
-    return [line for line in lines if line and not line.startswith(("#", "set ", "cd "))]
 
 
 def index_of(argv: list[str], option: str) -> str | None:

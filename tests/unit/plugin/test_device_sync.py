@@ -40,26 +40,13 @@ DECODE_WALL, HOST_BOUND_WALL = 0.01 + 10 * 0.5, 10 * 0.5 + 0.1
 BATCH = Batch.from_ids([[1, 2, 3]])
 
 
-def ready_every(engine, steps):
-    """test_tkg's setup: a prefill (untimed) once every ``steps`` rounds."""
-    taken = [steps]
-
-    def ready():
-        if taken[0] >= steps:
-            engine.prefill(BATCH)
-            taken[0] = 0
-        taken[0] += 1
-
-    return ready
-
-
 def rounds_ms(benchmark):
     return [t * 1000.0 for t in benchmark.stats.stats.data]
 
 
 def test_each_tkg_round_reads_its_step_and_none_of_the_setup_prefill(benchmark):
     engine = AsyncEngineDouble(PREFILL, DECODE)
-    _, device = timed_pedantic(benchmark, engine, engine.decode_step, setup=ready_every(engine, 3), rounds=7,
+    _, device = timed_pedantic(benchmark, engine, engine.decode_step, setup=DecodeRounds(engine, BATCH, 3).ready, rounds=7,
                                warmup_rounds=1)
     assert engine.prefills == 3
     assert rounds_ms(benchmark) == pytest.approx([DECODE_WALL] * 7, abs=1e-9)
@@ -69,7 +56,7 @@ def test_each_tkg_round_reads_its_step_and_none_of_the_setup_prefill(benchmark):
 
 def test_unsynchronized_the_same_rounds_read_the_launches_alone(benchmark):
     engine = AsyncEngineDouble(PREFILL, DECODE)
-    benchmark.pedantic(engine.decode_step, setup=ready_every(engine, 3), rounds=7, warmup_rounds=1)
+    benchmark.pedantic(engine.decode_step, setup=DecodeRounds(engine, BATCH, 3).ready, rounds=7, warmup_rounds=1)
     assert rounds_ms(benchmark) == pytest.approx([10 * 0.01] * 7, abs=1e-9)  # 5 ms of device work unseen
 
 
@@ -82,7 +69,7 @@ def test_waiting_inside_the_call_only_charges_the_setup_prefill_to_the_next_roun
         engine.synchronize()
         return out
 
-    benchmark.pedantic(waited, setup=ready_every(engine, 3), rounds=6, warmup_rounds=0)
+    benchmark.pedantic(waited, setup=DecodeRounds(engine, BATCH, 3).ready, rounds=6, warmup_rounds=0)
     ms = rounds_ms(benchmark)
     assert ms[0] > PREFILL.busy_ms and ms[3] > PREFILL.busy_ms  # the rounds after a re-prefill
     assert [ms[i] for i in (1, 2, 4, 5)] == pytest.approx([DECODE_WALL] * 4, abs=1e-9)
@@ -92,7 +79,7 @@ def test_waiting_inside_the_call_only_charges_the_setup_prefill_to_the_next_roun
                          ids=["device-bound", "host-bound"])
 def test_device_span_and_host_bound_fraction(benchmark, step, wall):
     engine = AsyncEngineDouble(PREFILL, step)
-    _, device = timed_pedantic(benchmark, engine, engine.decode_step, setup=ready_every(engine, 3), rounds=3,
+    _, device = timed_pedantic(benchmark, engine, engine.decode_step, setup=DecodeRounds(engine, BATCH, 3).ready, rounds=3,
                                warmup_rounds=0, busy=True)
     figures = device.figures("tkg", rounds_ms(benchmark))
     assert device.busy_ms == pytest.approx(step.busy_ms)
