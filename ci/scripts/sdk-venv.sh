@@ -12,23 +12,89 @@
 # version; any change rebuilds it. The rest of the stamp is the venv's `pip freeze` (the probe also
 # records it per side, into the verdict).
 # Usage: sdk-venv.sh VENV CONSTRAINTS   (env: EXTRAS, the harness extras, default test; PYTHON, the interpreter
-#        to build from, default python3;
-#        it must be one the constraints file's "# python:" line names)
+#        to build from, which must be one the constraints file's "# python:" line names; unset: python3 if that line
+#        names its version, else the newest python3.X on PATH that the line names, said on stderr; none: exit 2)
+#        sdk-venv.sh --which-python CONSTRAINTS   prints the path of the interpreter a build would use and builds
+#        nothing (exit 2, with the same one-line error, where there is none)
 set -euo pipefail
-venv="${1:?usage: sdk-venv.sh VENV CONSTRAINTS (e.g. ci/constraints/sdk-2.29.0.txt)}"
-constraints="${2:?usage: sdk-venv.sh VENV CONSTRAINTS (e.g. ci/constraints/sdk-2.29.0.txt)}"
+usage="usage: sdk-venv.sh VENV CONSTRAINTS (e.g. ci/constraints/sdk-2.29.0.txt), or sdk-venv.sh --which-python CONSTRAINTS"
+which_only=
+if [ "${1:-}" = --which-python ]; then
+  which_only=1
+  constraints="${2:?$usage}"
+else
+  venv="${1:?$usage}"
+  constraints="${2:?$usage}"
+fi
 if [ ! -f "$constraints" ]; then
   echo "sdk-venv.sh: no constraints file $constraints; known: $(cd "$(dirname "$0")/../constraints" && echo *.txt)" >&2
   exit 2
 fi
-python="${PYTHON:-python3}"
-version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 supported=$(sed -n 's/^# python: *\([0-9. ]*\).*/\1/p' "$constraints" | head -n 1)
-case " $supported " in
-  *" $version "*) ;;
-  *) echo "sdk-venv.sh: $python is Python $version; $constraints supports Python ${supported:-(none named)}: set PYTHON" >&2
-     exit 2 ;;
-esac
+read -r -a versions <<< "$supported"
+supported="${versions[*]}"  # the versions alone, without the line's trailing spaces
+supports() { case " $supported " in *" $1 "*) return 0 ;; esac; return 1; }
+py_version() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2> /dev/null || true; }
+either() {  # "a", "a or b", "a, b or c"
+  local out="$1"; shift
+  while [ $# -gt 1 ]; do out="$out, $1"; shift; done
+  if [ $# -eq 1 ]; then out="$out or $1"; fi
+  echo "$out"
+}
+if [ -n "${PYTHON:-}" ]; then
+  python="$PYTHON"
+  version=$(py_version "$python")
+  if [ -z "$version" ]; then
+    echo "sdk-venv.sh: PYTHON=$python does not run as a Python interpreter; $constraints supports Python ${supported:-(none named)}" >&2
+    exit 2
+  fi
+  if ! supports "$version"; then
+    echo "sdk-venv.sh: $python is Python $version; $constraints supports Python ${supported:-(none named)}: set PYTHON" >&2
+    exit 2
+  fi
+else
+  if [ "${#versions[@]}" -eq 0 ]; then
+    echo "sdk-venv.sh: $constraints names no Python on a '# python:' line: add one (e.g. '# python: 3.11 3.12') or set PYTHON" >&2
+    exit 2
+  fi
+  python='' version=''
+  if ! command -v python3 > /dev/null; then
+    why="there is no python3 on PATH" short="there is no python3"
+  else
+    version=$(py_version python3)
+    if [ -z "$version" ]; then
+      why="python3 does not run as a Python interpreter" short="python3 does not run"
+    elif supports "$version"; then
+      python=python3
+      echo "sdk-venv.sh: building with python3 (Python $version, which $constraints supports)" >&2
+    else
+      why="python3 is Python $version, which $constraints does not support" short="python3 is $version"
+    fi
+  fi
+  if [ -z "$python" ]; then
+    mapfile -t newest_first < <(printf '%s\n' "${versions[@]}" | sort -t . -k 1,1nr -k 2,2nr)
+    for v in "${newest_first[@]}"; do
+      found=$(command -v "python$v" || true)
+      if [ -n "$found" ] && [ "$(py_version "$found")" = "$v" ]; then
+        python="$found" version="$v"
+        break
+      fi
+    done
+    if [ -z "$python" ]; then
+      names=()
+      for v in "${newest_first[@]}"; do names+=("python$v"); done
+      if supports 3.12; then install="Ubuntu 24.04: apt-get install python3.12 python3.12-venv"
+      else install="e.g. apt-get install ${names[0]} ${names[0]}-venv"; fi
+      echo "sdk-venv.sh: $constraints needs Python $(either "${versions[@]}"); $short and no $(either "${names[@]}") is on PATH: install one ($install) or set PYTHON" >&2
+      exit 2
+    fi
+    echo "sdk-venv.sh: $why; building with python$version (Python $version, $python)" >&2
+  fi
+fi
+if [ -n "$which_only" ]; then
+  command -v "$python"
+  exit 0
+fi
 mapfile -t packages < <(sed -n 's/^\([A-Za-z0-9_.-]*\)==.*/\1/p' "$constraints")
 [ "${#packages[@]}" -gt 0 ] || { echo "sdk-venv.sh: $constraints pins no package" >&2; exit 2; }
 hashed=$(grep -cE '^[A-Za-z0-9_.-]+==[^ ]+ .*--hash=sha256:[0-9a-f]{64}' "$constraints" || true)

@@ -6,7 +6,9 @@ cannot honour with one line."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -140,3 +142,115 @@ def test_sdk_venv_refuses_a_file_hashing_only_some_pins(tmp_path):
     r = sdk_venv(tmp_path, str(constraints))
     assert r.returncode == 2 and "hashes 1 of its 2 pins" in r.stderr
     assert not (tmp_path / "venv").exists()
+
+
+# Issue: sdk-venv.sh picks its interpreter from the constraints file when PYTHON is unset (python3 where the
+# file's "# python:" line names its version, else the newest python3.X on PATH the line names). These tests
+# build a PATH of their own, from real interpreters (never pyenv shims: a shim is a script that picks its
+# Python from pyenv's own settings, not from its name).
+TOOLS = ("sed", "head", "sort", "dirname", "grep", "mktemp", "rm", "sha256sum", "cut", "tr", "mv", "cp", "cat")
+PLUGIN_2_33 = "ci/constraints/vllm-neuron-2.33.0.txt"  # python: 3.11 3.12 3.13
+
+
+def real_python(minor: str) -> Path | None:
+    """A real CPython 3.<minor> binary (an ELF executable that reports that version), or None."""
+    roots = [Path(p) for p in {os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv"), "/root/.pyenv"} if p]
+    candidates = [c for root in roots for c in sorted((root / "versions").glob(f"3.{minor}.*/bin/python3.{minor}"))]
+    candidates += [Path(d) / f"python3.{minor}" for d in ("/usr/local/bin", "/usr/bin")]
+    for candidate in candidates:
+        real = candidate.resolve()
+        if "shims" in real.parts or not real.is_file() or not os.access(real, os.X_OK):
+            continue
+        with real.open("rb") as f:
+            if f.read(4) != b"\x7fELF":
+                continue
+        r = subprocess.run([str(real), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                           capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+        if r.returncode == 0 and r.stdout.strip() == f"3.{minor}":
+            return real
+    return None
+
+
+def pythons(*minors: str) -> dict[str, Path]:
+    found = {m: real_python(m) for m in minors}
+    missing = [f"3.{m}" for m, p in found.items() if p is None]
+    if missing:
+        pytest.skip(f"needs real Python {', '.join(missing)} binaries (not pyenv shims): provide them under "
+                    f"~/.pyenv/versions/3.X.Y/bin/ (pyenv install {' '.join(missing)}) or as /usr/bin/python3.X")
+    return found  # type: ignore[return-value]
+
+
+def path_of(tmp_path: Path, links: dict[str, Path]) -> str:
+    """A PATH holding only the given interpreter links and the few tools the script uses (none of them a Python)."""
+    bin_dir, tools = tmp_path / "bin", tmp_path / "tools"
+    bin_dir.mkdir()
+    tools.mkdir()
+    for name, target in links.items():
+        (bin_dir / name).symlink_to(target)
+    for tool in TOOLS:
+        found = shutil.which(tool, path="/usr/bin:/bin")
+        if found:
+            (tools / tool).symlink_to(found)
+    return f"{bin_dir}:{tools}"
+
+
+def sdk_venv_on(path: str, *args: str, python: str | None = None) -> subprocess.CompletedProcess:
+    env = {"PATH": path} if python is None else {"PATH": path, "PYTHON": python}
+    return subprocess.run([shutil.which("bash") or "/bin/bash", "ci/scripts/sdk-venv.sh", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_sdk_venv_falls_back_to_a_supported_python3_x_when_python3_is_not_one(tmp_path):
+    found = pythons("10", "12")
+    path = path_of(tmp_path, {"python3": found["10"], "python3.12": found["12"]})
+    r = sdk_venv_on(path, "--which-python", PLUGIN_2_33)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(tmp_path / "bin" / "python3.12")
+    line, = r.stderr.strip().splitlines()
+    assert "python3 is Python 3.10" in line and "building with python3.12 (Python 3.12" in line, line
+    assert PLUGIN_2_33 in line
+
+
+def test_sdk_venv_falls_back_to_the_newest_supported_python3_x(tmp_path):
+    found = pythons("10", "11", "12")
+    path = path_of(tmp_path, {"python3": found["10"], "python3.11": found["11"], "python3.12": found["12"]})
+    r = sdk_venv_on(path, "--which-python", PLUGIN_2_33)
+    assert r.returncode == 0 and r.stdout.strip() == str(tmp_path / "bin" / "python3.12"), r.stderr
+
+
+def test_sdk_venv_takes_python3_where_the_release_supports_it(tmp_path):
+    found = pythons("11", "12")
+    path = path_of(tmp_path, {"python3": found["11"], "python3.12": found["12"]})
+    r = sdk_venv_on(path, "--which-python", PLUGIN_2_33)
+    assert r.returncode == 0 and r.stdout.strip() == str(tmp_path / "bin" / "python3"), r.stderr
+
+
+def test_sdk_venv_skips_a_python3_x_that_is_another_version(tmp_path):
+    """A python3.12 that runs 3.10 (a stray link) is not taken for 3.12."""
+    found = pythons("10")
+    path = path_of(tmp_path, {"python3": found["10"], "python3.12": found["10"]})
+    r = sdk_venv_on(path, "--which-python", PLUGIN_2_33)
+    assert r.returncode == 2 and r.stdout == "", r.stdout + r.stderr
+
+
+def test_sdk_venv_names_what_to_install_when_no_python_fits(tmp_path):
+    found = pythons("10")
+    path = path_of(tmp_path, {"python3": found["10"]})
+    for args in (["--which-python", PLUGIN_2_33], [str(tmp_path / "venv"), PLUGIN_2_33]):
+        r = sdk_venv_on(path, *args)
+        assert r.returncode == 2 and r.stdout == "", (args, r.stdout, r.stderr)
+        line, = r.stderr.strip().splitlines()
+        assert "needs Python 3.11, 3.12 or 3.13" in line and "python3 is 3.10" in line, line
+        assert "no python3.13, python3.12 or python3.11 is on PATH" in line, line
+        assert "apt-get install python3.12 python3.12-venv" in line and "set PYTHON" in line, line
+        assert not (tmp_path / "venv").exists()
+
+
+def test_sdk_venv_takes_python_as_set_without_falling_back(tmp_path):
+    found = pythons("10", "12")
+    path = path_of(tmp_path, {"python3": found["10"], "python3.12": found["12"]})
+    r = sdk_venv_on(path, str(tmp_path / "venv"), PLUGIN_2_33, python="python3")
+    assert r.returncode == 2 and "python3 is Python 3.10" in r.stderr and "supports Python 3.11 3.12 3.13" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "venv").exists()
+    r = sdk_venv_on(path, "--which-python", PLUGIN_2_33, python="python3.12")
+    assert r.returncode == 0 and r.stdout.strip() == str(tmp_path / "bin" / "python3.12") and r.stderr == ""
