@@ -127,13 +127,29 @@ def read_environ(pid: int, proc: Path = Path("/proc")) -> dict[str, str]:
     return out
 
 
-def check_range(who: str, environ: Mapping[str, str], planned: str | None) -> str | None:
-    """Why ``who`` (a process whose environment is ``environ``) did not get its planned cores, or None."""
-    got = environ.get(VISIBLE_CORES)
+def check_range(who: str, environ: Mapping[str, str], planned: str | None, whole: bool = True) -> str | None:
+    """Why ``who`` (a process whose environment is ``environ``) did not get its planned cores, or None.
+    ``whole``: it must hold exactly the planned range (a server's first process, a perf round); else a
+    subset is enough (a vLLM Neuron worker holds one core of its server's range), a core outside it never.
+    The cores are read from whichever of NEURON_RT_VISIBLE_CORES / NEURON_VISIBLE_DEVICES the process got
+    (``harness.core.neuron_visibility``: a server's plugin decides which)."""
+    from harness.core.neuron_visibility import given_cores
+
     if planned is None:
         return None
-    if got is None:
-        return f"{who} runs without {VISIBLE_CORES} (planned {planned}): it would take every NeuronCore"
-    if parse_cores(got) != parse_cores(planned):
-        return f"{who} runs with {VISIBLE_CORES}={got}, planned {planned}"
+    given = given_cores(environ)
+    if given is None:
+        return (f"{who} runs without {VISIBLE_CORES} or NEURON_VISIBLE_DEVICES (planned {planned}): it would take "
+                "every NeuronCore")
+    name, got = given
+    try:
+        cores = parse_cores(got)
+    except ValueError as exc:
+        return f"{who} runs with {name}={got}: {exc}"
+    wanted = parse_cores(planned)
+    if whole and cores != wanted:
+        return f"{who} runs with {name}={got}, planned {planned}"
+    if not cores <= wanted:
+        outside = ",".join(map(str, sorted(cores - wanted)))
+        return f"{who} runs with {name}={got}, planned {planned}: core(s) {outside} outside its range"
     return None

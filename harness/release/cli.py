@@ -8,6 +8,7 @@ import argparse
 import json
 import math
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from harness.core.sequential import Design
 from harness.core.storage import atomic_write_json, atomic_write_text
 from harness.core.verdicts import exit_code
 from harness.release.device_options import add_device_options, stash_image_pythons, with_device_options
-from harness.release.errors import ReleaseCheckError
+from harness.release.errors import CheckStopped, ReleaseCheckError, stop_on_signals
 from harness.release.plan import CONFORMANCE_MARKERS, CheckPlan, Side
 from harness.release.run import run_check
 
@@ -249,7 +250,16 @@ def cmd_release_check(args: argparse.Namespace) -> int:
                      conformance_markers=args.conformance_markers, perf_select=args.perf_select,
                      serve_args=tuple(args.serve_args or ()), perf=not args.conformance_only)
     plan = with_device_options(args, plan, image_pythons)
-    verdict = run_check(plan, tolerances, args.confidence, fail_on_likely=args.fail_on_likely)
+    previous = stop_on_signals()
+    try:
+        verdict = run_check(plan, tolerances, args.confidence, fail_on_likely=args.fail_on_likely)
+    except CheckStopped as stopped:
+        print(f"release-check: stopped by {stopped.name}: the vLLM servers it started are stopped, no verdict; the "
+              f"evidence written so far is in {args.out}", file=sys.stderr)
+        return 2
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print(verdict.markdown())
     print(f"release-check: {verdict.summary()}; {verdict.wall_s:.0f} s; evidence in {args.out}", file=sys.stderr)
     return exit_code(verdict.word)

@@ -47,8 +47,12 @@ def decide(plan: CheckPlan, instance: str, logical_cores: int) -> tuple[CheckPla
 
 
 def read_back(who: str, server: Any, planned: str | None) -> list[dict[str, Any]]:
-    """What each process of ``server``'s group got: its NEURON_RT_VISIBLE_CORES and the libnrt it loaded.
-    Raises ReleaseCheckError (the server stopped) when one runs outside ``planned``."""
+    """What each process of ``server``'s group got: the variable its NeuronCores came in (the one its vLLM
+    Neuron plugin honours: ``harness.core.neuron_visibility``), their range, what chose that variable, and
+    the libnrt it loaded. The server's first process must hold exactly ``planned``; every other (the engine
+    core, each TP worker) a subset of it. Raises ReleaseCheckError (the server stopped) when one runs
+    outside ``planned``."""
+    from harness.core.neuron_visibility import CHOSEN_SOURCE, given_cores
     from harness.serving.process_group import group_members
 
     pid = server.proc.pid
@@ -59,8 +63,10 @@ def read_back(who: str, server: Any, planned: str | None) -> list[dict[str, Any]
         except OSError as exc:  # gone since listed, or its environment area rewritten (EnvironRewritten)
             records.append({"who": who, "pid": member, "unreadable": str(exc)})
             continue
-        problem = check_range(f"the {who}'s server process {member}", environ, planned)
-        records.append({"who": who, "pid": member, VISIBLE_CORES: environ.get(VISIBLE_CORES), "planned": planned,
+        problem = check_range(f"the {who}'s server process {member}", environ, planned, whole=member == pid)
+        variable, value = given_cores(environ) or (None, None)
+        records.append({"who": who, "pid": member, "variable": variable, VISIBLE_CORES: environ.get(VISIBLE_CORES),
+                        "cores": value, "planned": planned, "chosen_by": environ.get(CHOSEN_SOURCE),
                         "libnrt": process_libnrt(member).get("loaded")})
         if problem:
             server.stop()
@@ -145,11 +151,13 @@ def markdown(neuron_cores: dict[str, Any]) -> list[str]:
     lines = ["### NeuronCores", "", f"{cores['scheme']} on {cores['instance']} ({cores['logical_cores']} logical "
              f"cores): " + ", ".join(f"{k} `{v}`" for k, v in cores["ranges"].items()) + f". {cores['reason']}.", ""]
     for r in neuron_cores.get("servers", []):
-        got = f"not readable ({r['unreadable']})" if "unreadable" in r else f"{VISIBLE_CORES}={r.get(VISIBLE_CORES)} " \
-                                                                            f"(planned {r.get('planned')})"
+        got = f"not readable ({r['unreadable']})" if "unreadable" in r else \
+            f"{r.get('variable') or VISIBLE_CORES}={r.get('cores', r.get(VISIBLE_CORES))} (planned {r.get('planned')})"
         lines.append(f"- the {r['who']}'s server process {r['pid']}: {got}")
     for name, got in neuron_cores.get("rounds", {}).items():
         lines.append(f"- the {name}'s perf rounds: {VISIBLE_CORES}={', '.join(sorted(set(map(str, got)))) or '-'}")
+    chosen = sorted({r["chosen_by"] for r in neuron_cores.get("servers", []) if r.get("chosen_by")})
+    lines += [f"- the server's NeuronCores variable chosen by {c}" for c in chosen]
     starts = [e for e in neuron_cores.get("events", []) if e["action"] == "start"]
     if starts:
         lines.append(f"- server starts for its turns: {len(starts)}, "

@@ -10,7 +10,6 @@ from dataclasses import replace
 from typing import Any
 
 from harness.analysis.pairing import SideReport
-from harness.core.neuron_cores import VISIBLE_CORES
 from harness.core.verdicts import FAIL
 from harness.release.plan import CheckPlan, served_name
 
@@ -40,14 +39,13 @@ def evidence_server(progress: Callable[[str], None]) -> Callable[[CheckPlan], tu
 
     def start(plan: CheckPlan) -> tuple[CheckPlan, Any]:
         from harness.release.images import image_command
-        from harness.release.served import ready, served_checkpoint, spawn
+        from harness.release.served import ready, served_checkpoint, server_env, spawn
 
         side = plan.candidate
-        env = {**dict(side.env), **({VISIBLE_CORES: side.cores} if side.cores else {})}
-        server = spawn(side.name, side.python, env, served_checkpoint(plan.models, plan.model_root, plan.cache_dir),
+        server = spawn(side.name, side.python, server_env(side, plan.serve_timeout), served_checkpoint(plan.models, plan.model_root, plan.cache_dir),
                        served_name(plan), plan.cache_dir, plan.out / side.name / "inspect" / "vllm-server.log",
                        plan.serve_args, progress, side.dtype, script=side.serve_script, shape=plan.shapes[0],
-                       start=side.image is None)
+                       start=side.image is None, ready_timeout_s=plan.serve_timeout)
         if side.image is not None:
             server.wrap = lambda cmd, env: image_command(plan, side, cmd, env)
             server.start()

@@ -28,7 +28,6 @@ from harness.analysis.compare import Tolerances
 from harness.analysis.contract import ContractResult
 from harness.analysis.pairing import SideReport
 from harness.analysis.verdict import Verdict, cannot_run, decide
-from harness.core.neuron_cores import VISIBLE_CORES
 from harness.core.paths import REPO_ROOT
 from harness.core.storage import atomic_write_json, atomic_write_text
 from harness.release.children import last_error_line, read_outcomes, run_logged, session_error
@@ -88,7 +87,7 @@ def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[Che
     (``exclusive``), none is started here: the focus starts each for its side's turns."""
     from harness.release.cores import read_back
     from harness.release.images import image_command
-    from harness.release.served import ready, served_checkpoint, spawn
+    from harness.release.served import ready, served_checkpoint, server_env, spawn, timed_server
 
     exclusive = plan.core_plan is not None and plan.core_plan.exclusive
     started: dict[str, tuple[Any, float]] = {}
@@ -102,12 +101,17 @@ def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[Che
                 raise ReleaseCheckError(f"--{side.name}-serve-script starts a server compiled for one shape: give one "
                                         f"--shape (one served leg per shape), not {', '.join(plan.shapes)}")
             checkpoint = served_checkpoint(plan.models, plan.model_root, plan.cache_dir)
-            env = {**dict(side.env), **({VISIBLE_CORES: side.cores} if side.cores else {})}
-            server = spawn(side.name, side.python, env, checkpoint, served_name(plan), plan.cache_dir,
-                           plan.out / side.name / "vllm-server.log", plan.serve_args, progress, side.dtype,
-                           script=side.serve_script, shape=plan.shapes[0], start=not exclusive)
+            server = spawn(side.name, side.python, server_env(side, plan.serve_timeout), checkpoint,
+                           served_name(plan), plan.cache_dir, plan.out / side.name / "vllm-server.log",
+                           plan.serve_args, progress, side.dtype, script=side.serve_script, shape=plan.shapes[0],
+                           start=False, ready_timeout_s=plan.serve_timeout)
+            if not plan.conformance:  # perf rounds only: started as users start a timed server
+                timed_server(server)
             if side.image is not None and hasattr(server, "wrap"):
                 server.wrap = lambda cmd, env, side=side: image_command(plan, side, cmd, env)
+            if not exclusive:
+                server.start()
+                progress(f"{side.name}: starting vLLM (pid {server.proc.pid}) on {server.url}, log {server.log_path}")
             started[side.name] = (server, time.perf_counter())
         for name, (server, t0) in started.items():
             if exclusive:
@@ -142,6 +146,34 @@ def warming(plan: CheckPlan, servers: dict[str, Any], progress: Callable[[str], 
             progress(f"{name}: {len(failed)} warm-up request(s) failed ({failed[0]}); the round reports it")
 
     return warm
+
+
+def restart_timed(plan: CheckPlan, servers: dict[str, Any], reports: dict[str, SideReport],
+                  progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Each server the check started, started again as users start one they time (``--max-logprobs 0``:
+    ``harness.release.served.timed_server``) before the perf rounds; the output contract, which needs
+    logprobs, had it with its top-k. Where the sides take turns on their NeuronCores the focus starts it for
+    its first round; otherwise it is started here and its cores read back. Both settings go in the side's
+    versions (the verdict's side table). Returns the read-backs."""
+    from harness.release.cores import read_back
+    from harness.release.served import ready, served_logprobs, timed_server
+
+    exclusive = plan.core_plan is not None and plan.core_plan.exclusive
+    read_backs: list[dict[str, Any]] = []
+    for name, server in servers.items():
+        versions = reports[name].versions
+        versions.setdefault("max_logprobs_contract", served_logprobs(server) if plan.conformance else "-")
+        if plan.conformance:
+            progress(f"{name}: restarting its vLLM server as a timed one (--max-logprobs 0) for the perf rounds")
+            server.stop()
+            timed_server(server)
+            if not exclusive:
+                server.start()
+                ready(name, server, progress, plan.serve_timeout)
+                if plan.core_plan is not None:
+                    read_backs += read_back(name, server, getattr(plan, name).cores)
+        versions["max_logprobs_perf"] = served_logprobs(server)
+    return read_backs
 
 
 def probe_args(side: Side, servers: dict[str, Any]) -> list[str] | None:
@@ -249,10 +281,11 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
     reports = {s.name: SideReport(s.name, backend=s.backend, dtype=s.dtype) for s in (plan.baseline, plan.candidate)}
     timeout = 3600.0
     plan, servers, starts, read_backs = start_servers(plan, progress) if plan.served else (plan, {}, {}, [])
-    for side in (plan.baseline, plan.candidate):
-        reports[side.name].dtype = side.dtype  # a started server's: the --dtype it was given
-    focus = focus_on(servers, plan, progress, warming(plan, servers, progress))
-    try:
+    focus: Callable[[str | None], None] = lambda name: None
+    try:  # from here on, whatever stops the check (an error, SIGINT, SIGTERM: CheckStopped) stops its servers
+        for side in (plan.baseline, plan.candidate):
+            reports[side.name].dtype = side.dtype  # a started server's: the --dtype it was given
+        focus = focus_on(servers, plan, progress, warming(plan, servers, progress))
         for side in (plan.baseline, plan.candidate):
             report = reports[side.name]
             report.versions = probe_side(plan, side, probe_args(side, servers))
@@ -287,6 +320,7 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         elif not plan.perf:
             progress("--conformance-only: no perf rounds")
         else:
+            read_backs += restart_timed(plan, servers, reports, progress)
             perf_rounds(plan, reports, tolerances, confidence, timeout, progress, focus)
     finally:
         focus(None)  # a paused server would not hear its SIGTERM

@@ -13,6 +13,7 @@ check on one start per side cannot see it, and the verdict says so in its mode l
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 from collections.abc import Callable
@@ -46,9 +47,38 @@ def served_checkpoint(models: tuple[str, ...], model_root: Path | None, cache_di
     return cached_checkpoint(model, (cache_dir or DEFAULT_CACHE).expanduser())
 
 
+def server_env(side: Any, serve_timeout: float | None) -> dict[str, str]:
+    """The variables of the server the check starts for ``side`` (a ``harness.release.plan.Side``): its own,
+    vLLM's engine-ready timeout from ``--serve-timeout`` (vLLM gives up on its engine after 600 s by default,
+    whatever the check waits), and its planned NeuronCores: through a serve script as CARBON_NEURON_CORES
+    (``carbon-harness vllm-serve``, in the side's interpreter, puts them in its plugin's variable); to a server
+    started directly, in the variable the side's interpreter names (``python -m harness.core.neuron_visibility``)."""
+    env = dict(side.env)
+    if serve_timeout is not None:
+        env["VLLM_ENGINE_READY_TIMEOUT_S"] = str(math.ceil(serve_timeout))
+    if not side.cores:
+        return env
+    if side.serve_script:
+        return {**env, "CARBON_NEURON_CORES": side.cores}
+    import json
+    import subprocess
+
+    from harness.core.neuron_visibility import Visibility
+
+    r = subprocess.run([side.python, "-m", "harness.core.neuron_visibility"], capture_output=True, text=True,
+                       timeout=120)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ReleaseCheckError(f"the {side.name}'s interpreter ({side.python}) cannot say which variable its vLLM "
+                                f"Neuron plugin takes NeuronCores in: {last}")
+    told = json.loads(r.stdout.strip().splitlines()[-1])
+    return Visibility(told["variable"], told["source"]).environ(side.cores, env)
+
+
 def spawn(who: str, python: str, env: dict[str, str], checkpoint: Path, served_model: str, cache_dir: Path | None,
           log_path: Path, extra_args: tuple[str, ...], progress: Callable[[str], None], dtype: str | None = None,
-          script: str | None = None, shape: str = "smoke", start: bool = True) -> VLLMServer:
+          script: str | None = None, shape: str = "smoke", start: bool = True,
+          ready_timeout_s: float | None = None) -> VLLMServer:
     """``who``'s server (the baseline's, the candidate's) started with its interpreter and variables, or
     through ``script`` (``ScriptServer``); ``ready`` waits for it (both start side by side). ``dtype``: the
     side's ``--*-dtype`` (None: fp32 for the check's own server, the script's device's own for a script's),
@@ -60,7 +90,8 @@ def spawn(who: str, python: str, env: dict[str, str], checkpoint: Path, served_m
             raise ReleaseCheckError(f"--serve-arg {' '.join(extra_args)}: a server started through {script} takes "
                                     "its flags from that script (carbon-harness vllm-serve), not from --serve-arg")
         server: VLLMServer = ScriptServer(checkpoint, None, log_path, served_model, python, env=env, dtype=dtype or "",
-                                          script=Path(script), shape=shape, cache_root=cache / "vllm")
+                                          script=Path(script), shape=shape, cache_root=cache / "vllm",
+                                          ready_timeout_s=ready_timeout_s)
     else:
         server = VLLMServer(checkpoint, serving_tokenizer_dir(cache), log_path, served_model, python,
                             extra_args=extra_args, env=env, log_stats=True, dtype=dtype or "fp32")
@@ -85,6 +116,8 @@ class ScriptServer(VLLMServer):
     shape: str = "smoke"
     cache_root: Path | None = None
     dtype: str = ""  # "": the device's own (vllm-serve: bf16 on neuron, fp32 on cpu), set at construction
+    logprobs: int | None = None  # MAX_LOGPROBS: None, the contract's top-k (vllm-serve's default); 0, a timed server's
+    ready_timeout_s: float | None = None  # SERVE_TIMEOUT: vLLM's VLLM_ENGINE_READY_TIMEOUT_S
     # (command, env) -> the same in the side's image (harness.release.images), or None: on this host
     wrap: Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str]]] | None = None
 
@@ -108,10 +141,27 @@ class ScriptServer(VLLMServer):
         env.update({"SERVE_PYTHON": self.python, "CHECKPOINT": str(self.checkpoint), "SHAPE": self.shape,
                     "SERVED_MODEL": self.served_model, "HOST": self.host, "PORT": str(self.port),
                     "DTYPE": self.dtype,
-                    "PIDFILE": str(self.log_path.with_suffix(".pid"))})  # ci/scripts/stop-servers.sh reads it
+                    "PIDFILE": str(self.pidfile)})  # ci/scripts/stop-servers.sh reads it
         if self.cache_root is not None:
             env["VLLM_CACHE"] = str(self.cache_root)
+        if self.logprobs is not None:
+            env["MAX_LOGPROBS"] = str(self.logprobs)
+        if self.ready_timeout_s is not None:
+            env["SERVE_TIMEOUT"] = str(math.ceil(self.ready_timeout_s))
         return env
+
+    @property
+    def pidfile(self) -> Path:
+        return self.log_path.with_suffix(".pid")
+
+    def stop(self, grace_s: float = 30.0) -> None:
+        """Stopped, and its pidfile with it: a pidfile that outlived its server would name whatever process
+        later gets that pid (ci/scripts/stop-servers.sh checks the command line too)."""
+        try:
+            super().stop(grace_s)
+        finally:
+            if self.proc is not None and self.proc.poll() is not None:
+                self.pidfile.unlink(missing_ok=True)
 
     def vllm_args(self) -> list[str]:
         """The arguments the script's server runs with, as ``carbon-harness vllm-serve`` builds them."""
@@ -119,8 +169,31 @@ class ScriptServer(VLLMServer):
         from harness.core.vllm_neuron import serve_command
 
         command = serve_command(str(self.checkpoint), get_shape(self.shape), self.served_model, self.port,
-                                self.host, str(self.cache_root or ""), self.device, stack="probe", dtype=self.dtype)
+                                self.host, str(self.cache_root or ""), self.device, stack="probe", dtype=self.dtype,
+                                logprobs=self.logprobs)
         return ["--model", str(self.checkpoint), *command.args]
+
+
+def served_logprobs(server: VLLMServer) -> int:
+    """The ``--max-logprobs`` the server starts with."""
+    if isinstance(server, ScriptServer):
+        from harness.core.spec import get_shape
+        from harness.core.vllm_neuron import max_logprobs
+
+        return max_logprobs(get_shape(server.shape)) if server.logprobs is None else server.logprobs
+    return server.max_logprobs
+
+
+def timed_server(server: VLLMServer) -> None:
+    """The server is next started as users start one they time: ``--max-logprobs 0``
+    (``harness.core.vllm_neuron.PERF_MAX_LOGPROBS``: only then does vLLM Neuron's decode graph skip gathering
+    the whole vocabulary's logits, and NxDI's timed build has no logits output either)."""
+    from harness.core.vllm_neuron import PERF_MAX_LOGPROBS
+
+    if isinstance(server, ScriptServer):
+        server.logprobs = PERF_MAX_LOGPROBS
+    else:
+        server.max_logprobs = PERF_MAX_LOGPROBS
 
 
 def ready(who: str, server: VLLMServer, progress: Callable[[str], None], timeout_s: float = SERVER_TIMEOUT_S) -> None:

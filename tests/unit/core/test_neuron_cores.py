@@ -104,3 +104,30 @@ def test_an_environment_written_over_is_told_from_an_empty_one(tmp_path):
         read_environ(1, tmp_path)
     assert read_environ(2, tmp_path) == {}  # exec'ed with no environment: no range, which check_range names
     assert read_environ(3, tmp_path)["NEURON_RT_VISIBLE_CORES"] == "0-3"
+
+
+# The server's first process holds exactly its range; its engine core and each TP worker a subset of it (a
+# 2.32+ worker sets its one core), never a core outside it; in whichever variable its plugin takes.
+@pytest.mark.parametrize("environ, whole, problem", [
+    ({"NEURON_VISIBLE_DEVICES": "4-7"}, True, None),
+    ({"NEURON_RT_VISIBLE_CORES": "4-7"}, True, None),
+    ({"NEURON_VISIBLE_DEVICES": "5"}, False, None),
+    ({"NEURON_VISIBLE_DEVICES": "5"}, True, "NEURON_VISIBLE_DEVICES=5, planned 4-7"),
+    ({"NEURON_VISIBLE_DEVICES": "4-8"}, False, "core(s) 8 outside its range"),
+    ({"NEURON_RT_VISIBLE_CORES": "3,4"}, False, "core(s) 3 outside its range"),
+    ({"NEURON_VISIBLE_DEVICES": "0-63"}, False, "outside its range"),
+    ({}, False, "runs without"),
+    ({"NEURON_VISIBLE_DEVICES": "4-7", "NEURON_RT_VISIBLE_CORES": "9", "CARBON_NEURON_CORES_VARIABLE":
+      "NEURON_VISIBLE_DEVICES"}, True, None),  # the chosen variable is the one read
+    ({"NEURON_VISIBLE_DEVICES": "four"}, True, "give a core"),
+])
+def test_a_server_process_holds_its_range_or_a_part_of_it_never_more(environ, whole, problem):
+    got = check_range("the server's process 1", environ, "4-7", whole=whole)
+    assert (got is None) if problem is None else (got is not None and problem in got), got
+
+
+@given(st.integers(0, 60), st.integers(1, 4), st.integers(0, 63))
+def test_a_worker_passes_exactly_when_its_core_is_in_the_range(start, count, core):
+    planned = core_range(start, count)
+    got = check_range("a worker", {"NEURON_VISIBLE_DEVICES": str(core)}, planned, whole=False)
+    assert (got is None) == (start <= core < start + count), got

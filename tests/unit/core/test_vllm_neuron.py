@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.neuron_visibility import CHOSEN_SOURCE, CHOSEN_VARIABLE
 from harness.core.spec import SCORING_SHAPES, SHAPES, get_shape
 from harness.core.vllm_neuron import BLOCK_SIZE, LAST_USED_FILE, kv_blocks, max_logprobs, serve_command
 from tests.helpers import REPO
@@ -92,7 +93,8 @@ def test_the_cpu_device_swaps_only_the_device_flags():
     changed = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
     assert changed == {"--tensor-parallel-size", "--dtype", "--enforce-eager"}
     assert b["--tensor-parallel-size"] == "1" and b["--dtype"] == "float32"
-    assert set(cpu.env) - set(neuron.env) == {"VLLM_TARGET_DEVICE", "VLLM_CPU_KVCACHE_SPACE"}
+    assert set(cpu.env) - set(neuron.env) == {"VLLM_TARGET_DEVICE", "VLLM_CPU_KVCACHE_SPACE", "CARBON_REHEARSED_TP"}
+    assert cpu.env["CARBON_REHEARSED_TP"] == str(shape.tp_degree)  # the ranks it has on the device
     with pytest.raises(ValueError, match="device 'gpu'"):
         serve_command("/m", shape, device="gpu")
 
@@ -112,6 +114,9 @@ def test_the_printed_command_runs_under_exec():
 # A stand-in for vLLM's API server module: it records the argv and environment the server would start with
 # and exits. It is not what is under test: the script and `vllm-serve --exec` in front of it are.
 STAND_IN = '''import json, os, sys
+from importlib.metadata import entry_points
+for plugin in entry_points(group="vllm.general_plugins"):  # as vLLM loads its general plugins at start
+    plugin.load()()
 with open(os.environ["STAND_IN_RECORD"], "w") as f:
     json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "pid": os.getpid()}, f)
 '''
@@ -133,7 +138,7 @@ def run_serve_script(tmp_path: Path, script: Path, **env: str) -> tuple[subproce
     base = {"PATH": os.environ["PATH"], "PYTHONPATH": f"{stand_in_vllm(tmp_path)}{os.pathsep}{REPO}",
             "STAND_IN_RECORD": str(record), "SERVE_PYTHON": sys.executable, "CHECKPOINT": "/models/Carbon-3B",
             "SHAPE": "report-bs1", "SERVED_MODEL": "carbon-3b", "PORT": "8123", "VLLM_CACHE": str(tmp_path / "vllm"),
-            "PIDFILE": str(tmp_path / "vllm-server.pid"), "NEURON_RT_VISIBLE_CORES": "4-7", **env}
+            "PIDFILE": str(tmp_path / "vllm-server.pid"), "CARBON_NEURON_CORES": "4-7", **env}
     r = subprocess.run(["bash", str(script)], cwd=tmp_path, env=base, capture_output=True, text=True, timeout=120)
     return r, json.loads(record.read_text()) if record.is_file() else {}
 
@@ -154,8 +159,8 @@ def test_the_serve_script_hands_the_server_its_flags_environment_and_cores(tmp_p
 
 
 def test_the_serve_script_refuses_a_neuron_server_without_its_cores(tmp_path):
-    r, got = run_serve_script(tmp_path, REPO / "ci" / "scripts" / "vllm-serve.sh", NEURON_RT_VISIBLE_CORES="")
-    assert r.returncode == 2 and "NEURON_RT_VISIBLE_CORES" in r.stderr and not got
+    r, got = run_serve_script(tmp_path, REPO / "ci" / "scripts" / "vllm-serve.sh", CARBON_NEURON_CORES="")
+    assert r.returncode == 2 and "CARBON_NEURON_CORES" in r.stderr and not got
     r, got = run_serve_script(tmp_path, REPO / "ci" / "scripts" / "vllm-serve.sh", SHAPE="smoke report-bs1")
     assert r.returncode == 2 and "one served leg per shape" in r.stderr and not got
 
@@ -210,3 +215,74 @@ def test_the_last_used_stamp_is_the_one_nxdi_artifacts_use():
     from harness.backends.neuron.artifacts import LAST_USED_FILE as NXDI_LAST_USED
 
     assert LAST_USED_FILE == NXDI_LAST_USED
+
+
+PLUGIN_2_32 = REPO / "tests" / "stand_ins" / "vllm_neuron_2_32"
+DLAMI_LEFTOVERS = {"NEURON_RT_VISIBLE_CORES": "0-63", "NEURON_VISIBLE_DEVICES": "0-63"}  # a host's own, never passed on
+
+
+def with_plugin(tmp_path: Path, plugin: Path) -> dict[str, str]:
+    """The server's path: the stand-in vLLM, then the plugin, then this checkout."""
+    vllm = stand_in_vllm(Path(tempfile.mkdtemp(dir=tmp_path)))
+    return {"PYTHONPATH": f"{vllm}{os.pathsep}{plugin}{os.pathsep}{REPO}"}
+
+
+def test_a_2_32_plugin_server_gets_its_cores_in_neuron_visible_devices_only(tmp_path):
+    """The 2.32+ plugin (its stand-in: the platform attribute and the worker check, from the fork's source) reads
+    NEURON_VISIBLE_DEVICES, and its workers stop when NEURON_RT_VISIBLE_CORES is set: the server gets exactly its
+    planned range in the first and not the second, whatever the host had set, and the worker check passes."""
+    r, got = run_serve_script(tmp_path, REPO / "ci" / "scripts" / "vllm-serve.sh", **DLAMI_LEFTOVERS,
+                              **with_plugin(tmp_path, PLUGIN_2_32))
+    assert r.returncode == 0, r.stderr
+    assert got["env"]["NEURON_VISIBLE_DEVICES"] == "4-7" and "NEURON_RT_VISIBLE_CORES" not in got["env"]
+    assert got["env"][CHOSEN_VARIABLE] == "NEURON_VISIBLE_DEVICES"
+    assert str(PLUGIN_2_32 / "vllm_neuron" / "vllm" / "platform.py") in got["env"][CHOSEN_SOURCE]
+    assert "NeuronCores 4-7 in NEURON_VISIBLE_DEVICES (chosen by" in r.stderr
+
+
+def test_an_nxdi_based_plugin_server_gets_its_cores_in_neuron_rt_visible_cores_only(tmp_path):
+    """vllm-project/vllm-neuron 0.2.0's platform (``vllm_neuron/platform.py`` at a96712544a52) declares
+    NEURON_RT_VISIBLE_CORES: its one-process server gets the range there, and no NEURON_VISIBLE_DEVICES."""
+    plugin = tmp_path / "nxdi-plugin"
+    (plugin / "vllm_neuron").mkdir(parents=True)
+    (plugin / "vllm_neuron" / "__init__.py").write_text("")
+    (plugin / "vllm_neuron" / "platform.py").write_text(
+        "class NeuronPlatform(Platform):\n    device_control_env_var: str = \"NEURON_RT_VISIBLE_CORES\"\n")
+    r, got = run_serve_script(tmp_path, REPO / "ci" / "scripts" / "vllm-serve.sh", **DLAMI_LEFTOVERS,
+                              **with_plugin(tmp_path, plugin))
+    assert r.returncode == 0, r.stderr
+    assert got["env"]["NEURON_RT_VISIBLE_CORES"] == "4-7" and "NEURON_VISIBLE_DEVICES" not in got["env"]
+
+
+def test_the_old_start_stops_a_2_32_server_with_the_plugins_own_error(tmp_path):
+    """The script as it was (the range handed on in NEURON_RT_VISIBLE_CORES, no choice of variable), planted back
+    into a copy: the 2.32+ plugin's worker check stops the server at start with the plugin's own words."""
+    script = tmp_path / "vllm-serve.sh"
+    text = (REPO / "ci" / "scripts" / "vllm-serve.sh").read_text()
+    choice = 'if [ -n "$cores" ]; then args+=(--neuron-cores "$cores"); fi\n'
+    assert choice in text
+    script.write_text(text.replace(choice, ""))
+    r, got = run_serve_script(tmp_path, script, CARBON_NEURON_CORES="", NEURON_RT_VISIBLE_CORES="4-7",
+                              **with_plugin(tmp_path, PLUGIN_2_32))
+    assert r.returncode != 0 and not got
+    assert ("RuntimeError: NEURON_RT_VISIBLE_CORES cannot be used with multi-processing execution on vLLM. "
+            "Set NEURON_VISIBLE_DEVICES to control device visibility.") in r.stderr
+
+
+def test_a_range_that_does_not_fit_the_servers_ranks_stops_the_2_32_server(tmp_path):
+    """The plugin's worker asserts one core per local rank: a tp-4 shape given 2 cores does not start."""
+    r, got = run_serve_script(tmp_path, REPO / "ci" / "scripts" / "vllm-serve.sh", CARBON_NEURON_CORES="4-5",
+                              **with_plugin(tmp_path, PLUGIN_2_32))
+    assert r.returncode != 0 and not got and "names 2 devices for 4 local ranks" in r.stderr
+
+
+def test_the_timed_server_and_the_engine_timeout_reach_vllm(tmp_path):
+    """MAX_LOGPROBS=0 (a perf round's server, as users start one) and SERVE_TIMEOUT (the check's --serve-timeout,
+    which vLLM ignores unless it is VLLM_ENGINE_READY_TIMEOUT_S: its default 600 s is shorter than a cold 8B)."""
+    r, got = run_serve_script(tmp_path, REPO / "ci" / "scripts" / "vllm-serve.sh", MAX_LOGPROBS="0",
+                              SERVE_TIMEOUT="3600")
+    assert r.returncode == 0, r.stderr
+    assert got["argv"][got["argv"].index("--max-logprobs") + 1] == "0"
+    assert got["env"]["VLLM_ENGINE_READY_TIMEOUT_S"] == "3600"
+    r, got = run_serve_script(tmp_path, REPO / "ci" / "scripts" / "vllm-serve.sh")
+    assert got["argv"][got["argv"].index("--max-logprobs") + 1] == str(max_logprobs(get_shape("report-bs1")))

@@ -1,0 +1,94 @@
+"""Which variable a vLLM Neuron server's NeuronCores go in (``harness.core.neuron_visibility``): the one the
+installed plugin's platform class declares (read from its source, as both generations write it), else its
+release's, else the runtime's own; the other unset."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.core.neuron_visibility import (
+    CHOSEN_SOURCE,
+    CHOSEN_VARIABLE,
+    RT_VISIBLE_CORES,
+    VISIBLE_DEVICES,
+    Visibility,
+    declared_variable,
+    given_cores,
+    plugin_dir,
+    plugin_visibility,
+    release_variable,
+)
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.unit
+
+# each generation's platform line, as its source writes it (the 2.32+ fork at ce02eaf4de30, 0.2.0 at a96712544a52)
+PLATFORM_2_32 = 'class NeuronPlatform(Platform):\n    _enum = PlatformEnum.OOT\n    device_control_env_var: str = "NEURON_VISIBLE_DEVICES"\n'
+PLATFORM_0_2 = 'class NeuronPlatform(Platform):\n    device_name = "neuron"\n    device_control_env_var = "NEURON_RT_VISIBLE_CORES"\n'
+
+
+def plugin(tmp_path, relative: str, text: str):
+    path = tmp_path / "vllm_neuron" / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return tmp_path / "vllm_neuron"
+
+
+@pytest.mark.parametrize("text, want", [(PLATFORM_2_32, VISIBLE_DEVICES), (PLATFORM_0_2, RT_VISIBLE_CORES),
+                                        ("class P:\n    other = 'x'\n", None), ("device_control_env_var = 'X'\n", None)])
+def test_the_platform_class_says_which_variable(text, want):
+    assert declared_variable(text) == want
+
+
+@pytest.mark.parametrize("version, want", [("0.29.0.1.2.0", VISIBLE_DEVICES), ("0.24.0.1.1.0", VISIBLE_DEVICES),
+                                           ("0.21.0.1.0.0", RT_VISIBLE_CORES), ("0.2.0", RT_VISIBLE_CORES),
+                                           ("1.0.0+794754d", VISIBLE_DEVICES)])
+def test_a_release_without_its_source_is_judged_by_its_vllm_release(version, want):
+    assert release_variable(version) == want
+
+
+def test_a_version_that_is_no_release_is_refused_naming_it():
+    with pytest.raises(ValueError, match="'main': not a release version"):
+        release_variable("main")
+
+
+def test_the_source_wins_over_the_release_and_says_so(tmp_path):
+    package = plugin(tmp_path, "vllm/platform.py", PLATFORM_2_32)
+    chosen = plugin_visibility(package, "0.21.0.1.0.0")  # a release that would say the other
+    assert chosen.variable == VISIBLE_DEVICES and str(package / "vllm" / "platform.py") in chosen.source
+    assert plugin_visibility(plugin(tmp_path / "b", "platform.py", PLATFORM_0_2), None).variable == RT_VISIBLE_CORES
+
+
+def test_without_the_source_the_release_decides_and_without_a_plugin_the_runtime(tmp_path):
+    assert plugin_visibility(tmp_path, "0.24.0.1.1.0").variable == VISIBLE_DEVICES
+    assert "release" in plugin_visibility(tmp_path, "0.24.0.1.1.0").source
+    none = plugin_visibility(None, None)
+    assert none.variable == RT_VISIBLE_CORES and "no vLLM Neuron plugin" in none.source
+
+
+def test_a_platform_naming_another_variable_is_refused(tmp_path):
+    package = plugin(tmp_path, "vllm/platform.py", 'class P:\n    device_control_env_var = "CUDA_VISIBLE_DEVICES"\n')
+    with pytest.raises(ValueError, match="'CUDA_VISIBLE_DEVICES'; the harness gives NeuronCores through"):
+        plugin_visibility(package, None)
+
+
+def test_the_stand_in_plugin_is_found_without_running_it():
+    """The 2.32+ stand-in's package is located by find_spec (its ``__init__`` would import nothing harmful, but
+    a real plugin's starts its framework: never run)."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "stand_ins" / "vllm_neuron_2_32"))
+    try:
+        package = plugin_dir(importlib.util.find_spec)
+        assert package is not None and "vllm_neuron" not in sys.modules
+        assert plugin_visibility(package, None).variable == VISIBLE_DEVICES
+    finally:
+        sys.path.pop(0)
+        importlib.invalidate_caches()
+
+
+def test_the_chosen_variable_is_set_the_other_removed_and_the_choice_recorded():
+    env = Visibility(VISIBLE_DEVICES, "here").environ("4-7", {RT_VISIBLE_CORES: "0-63", "PATH": "/bin"})
+    assert env == {"PATH": "/bin", VISIBLE_DEVICES: "4-7", CHOSEN_VARIABLE: VISIBLE_DEVICES, CHOSEN_SOURCE: "here"}
+    assert given_cores(env) == (VISIBLE_DEVICES, "4-7") and given_cores({}) is None
