@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# The Trn2 workflow's legs, as GitHub's matrix: one leg per (instance type, model) for an NxDI candidate
-# (all SHAPES in one check), one per (instance type, model, shape) for a served candidate (a vLLM Neuron
-# server is compiled for one shape: one served leg per shape). Each leg runs on runners labelled with its
+# The Trn2 workflow's legs, as GitHub's matrix: one leg per (instance type, model) where both sides are NxDI
+# (all SHAPES in one check), one per (instance type, model, shape) where a side is served (a vLLM Neuron
+# server is compiled for one shape: one served leg per shape; the migration, and vLLM Neuron -> vLLM Neuron). Each leg runs on runners labelled with its
 # instance type, and spends 1/count of the verdict's false-alarm budget. Prints `legs=<JSON>` and
 # `count=<N>` for $GITHUB_OUTPUT.
-# Usage: leg-matrix.sh   (env: INSTANCES, SHAPES: space-separated; CANDIDATE_BACKEND: neuron or openai)
+# Usage: leg-matrix.sh   (env: INSTANCES, SHAPES: space-separated; CANDIDATE_BACKEND, BASELINE_BACKEND: neuron or openai)
 set -euo pipefail
 : "${INSTANCES:?usage: leg-matrix.sh (env: INSTANCES SHAPES CANDIDATE_BACKEND)}" "${SHAPES:?usage: leg-matrix.sh (env: INSTANCES SHAPES CANDIDATE_BACKEND)}"
-backend="${CANDIDATE_BACKEND:-neuron}"
-case "$backend" in neuron | openai) ;; *) echo "leg-matrix.sh: CANDIDATE_BACKEND must be neuron or openai, got '$backend'" >&2; exit 2 ;; esac
+backend=neuron
+for var in CANDIDATE_BACKEND BASELINE_BACKEND; do
+  case "${!var:-neuron}" in
+    neuron) ;;
+    openai) backend=openai ;;
+    *) echo "leg-matrix.sh: $var must be neuron or openai, got '${!var}'" >&2; exit 2 ;;
+  esac
+done
 declare -A checkpoint=([carbon-500m]=Carbon-500M [carbon-3b]=Carbon-3B [carbon-8b]=Carbon-8B)
 read -ra instances <<< "$INSTANCES"
 read -ra shapes <<< "$SHAPES"

@@ -106,9 +106,12 @@ neuron_index=https://pip.repos.neuron.amazonaws.com
 indexes=(--extra-index-url "$neuron_index" --extra-index-url https://download.pytorch.org/whl/cpu)
 hash_mode=()
 if [ "$hashed" -gt 0 ]; then hash_mode=(--require-hashes); fi
-pins=$(mktemp)
-trap 'rm -f "$pins"' EXIT
+pins=$(mktemp) neuron_pins=$(mktemp)
+trap 'rm -f "$pins" "$neuron_pins"' EXIT
 sed 's/ --hash=[^ ]*//g' "$constraints" > "$pins"  # pip enforces hashes in a constraints file only partly (pypa/pip#12956)
+# a pin marked "from: pypi" (the framework the plugin runs on: vllm) is PyPI's: held by $pins, not fetched from the
+# Neuron index
+grep -v 'from: pypi' "$constraints" > "$neuron_pins" || true
 stamp="$venv/.carbon-harness-stamp"
 want="$(sha256sum "$constraints" pyproject.toml | cut -c1-64 | tr '\n' ' ')python $version extras ${EXTRAS:-test}"
 if [ ! -x "$venv/bin/python" ] || [ "$(head -n 1 "$stamp" 2> /dev/null)" != "$want" ]; then
@@ -117,7 +120,7 @@ if [ ! -x "$venv/bin/python" ] || [ "$(head -n 1 "$stamp" 2> /dev/null)" != "$wa
   "$venv/bin/python" -m pip install --quiet --upgrade pip
   # the pinned Neuron packages from the Neuron index alone, by hash where the file has them: PyPI's placeholders
   # of the same names (nki, neuronx-cc, vllm-neuron) are never candidates
-  "$venv/bin/python" -m pip install --quiet --no-deps --index-url "$neuron_index" "${hash_mode[@]}" -r "$constraints"
+  "$venv/bin/python" -m pip install --quiet --no-deps --index-url "$neuron_index" "${hash_mode[@]}" -r "$neuron_pins"
   "$venv/bin/python" -m pip install --quiet "${indexes[@]}" -c "$pins" "${packages[@]}" -e ".[${EXTRAS:-test}]"
 fi
 # this checkout's harness and its dependencies (a new one is installed here), the SDK's pins held

@@ -66,5 +66,27 @@ def device_records(plan: CheckPlan, reports: dict[str, SideReport], read_backs: 
     layer = runtime_layer.runtime_layer({name: report.versions for name, report in reports.items()},
                                         {s.name: s.image for s in (plan.baseline, plan.candidate)})
     proof = evidence.run_evidence(plan, evidence_server(progress), progress) if word == FAIL else {}
-    lines = cores.markdown(neuron_cores) + runtime_layer.markdown(layer) + evidence.markdown(proof)
-    return {"neuron_cores": neuron_cores, "runtime_layer": layer, "evidence": proof, "markdown": lines}
+    own = check_process(plan)
+    lines = cores.markdown(neuron_cores) + runtime_layer.markdown(layer) + evidence.markdown(proof) + own.pop("markdown")
+    return {"neuron_cores": neuron_cores, "runtime_layer": layer, "evidence": proof, "check_process": own,
+            "markdown": lines}
+
+
+def check_process(plan: CheckPlan) -> dict[str, Any]:
+    """The interpreter the check itself ran in (the fp32 reference, the yardsticks, the verdict), and whether it
+    is a side's: on a Trn2 runner it belongs in a neutral CPU venv (ci/scripts/check-venv.sh), where the
+    reference cannot depend on what a side installed and nothing starts the Neuron runtime."""
+    import platform
+    import sys
+    from pathlib import Path
+
+    here = Path(sys.executable).resolve()
+    shared = [s.name for s in (plan.baseline, plan.candidate) if s.python and Path(s.python).resolve() == here]
+    record = {"python": sys.executable, "python_version": platform.python_version(), "shared_with": shared}
+    if shared:
+        lines = [f"Note: the check's own process ran in the {' and '.join(shared)}'s interpreter ({sys.executable}): "
+                 "its fp32 reference was computed in a side's environment (on a Trn2 runner, run the check from a "
+                 "neutral venv: ci/scripts/check-venv.sh).", ""]
+    else:
+        lines = [f"The check's own process: {sys.executable} (Python {record['python_version']}), neither side's.", ""]
+    return {**record, "markdown": lines}

@@ -149,12 +149,12 @@ def warming(plan: CheckPlan, servers: dict[str, Any], progress: Callable[[str], 
 
 
 def restart_timed(plan: CheckPlan, servers: dict[str, Any], reports: dict[str, SideReport],
-                  progress: Callable[[str], None]) -> list[dict[str, Any]]:
+                  progress: Callable[[str], None], events: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Each server the check started, started again as users start one they time (``--max-logprobs 0``:
     ``harness.release.served.timed_server``) before the perf rounds; the output contract, which needs
     logprobs, had it with its top-k. Where the sides take turns on their NeuronCores the focus starts it for
     its first round; otherwise it is started here and its cores read back. Both settings go in the side's
-    versions (the verdict's side table). Returns the read-backs."""
+    versions (the verdict's side table). Returns the read-backs; a stop is added to ``events``."""
     from harness.release.cores import read_back
     from harness.release.served import ready, served_logprobs, timed_server
 
@@ -165,7 +165,10 @@ def restart_timed(plan: CheckPlan, servers: dict[str, Any], reports: dict[str, S
         versions.setdefault("max_logprobs_contract", served_logprobs(server) if plan.conformance else "-")
         if plan.conformance:
             progress(f"{name}: restarting its vLLM server as a timed one (--max-logprobs 0) for the perf rounds")
+            running = server.proc is not None and server.proc.poll() is None
             server.stop()
+            if running and events is not None:  # the NeuronCore turns' record (ExclusiveFocus.events)
+                events.append({"server": name, "action": "stop", "for": "the perf rounds' timed server"})
             timed_server(server)
             if not exclusive:
                 server.start()
@@ -320,7 +323,7 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         elif not plan.perf:
             progress("--conformance-only: no perf rounds")
         else:
-            read_backs += restart_timed(plan, servers, reports, progress)
+            read_backs += restart_timed(plan, servers, reports, progress, getattr(focus, "events", None))
             perf_rounds(plan, reports, tolerances, confidence, timeout, progress, focus)
     finally:
         focus(None)  # a paused server would not hear its SIGTERM

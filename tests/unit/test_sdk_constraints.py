@@ -26,6 +26,8 @@ SDK_PACKAGES = {"neuronx-distributed-inference", "neuronx-distributed", "neuronx
                 "libneuronxla", "nki"}
 PLUGIN_PACKAGES = {"vllm-neuron", "neuronx-cc", "nki"}
 NEURON_NAME = re.compile(r"neuron|^nki$|^libneuronxla$")
+# the framework a vLLM Neuron plugin runs on, pinned in its file where a source confirms the version (issue 46)
+PLUGIN_FRAMEWORK = {"vllm", "nrtpy", "torch", "libtorch-neuronx-lite", "transformers"}
 EXACT = re.compile(r"^([A-Za-z0-9_.-]+)==(\d+(?:\.\d+)+)$")
 
 
@@ -47,7 +49,9 @@ def test_each_file_pins_every_neuron_package_exactly(path):
         assert m, f"{path.name}: {line!r} is not NAME==VERSION (an exact, published version)"
         assert m.group(1) not in pins, f"{path.name}: {m.group(1)} pinned twice"
         pins[m.group(1)] = m.group(2)
-    assert all(NEURON_NAME.search(name) for name in pins), f"{path.name}: pins a non-Neuron package: {sorted(pins)}"
+    framework = PLUGIN_FRAMEWORK if path.name.startswith("vllm-neuron-") else set()
+    assert all(NEURON_NAME.search(name) or name in framework for name in pins), \
+        f"{path.name}: pins a non-Neuron package: {sorted(pins)}"
     needed = SDK_PACKAGES if path.name.startswith("sdk-") else PLUGIN_PACKAGES
     assert needed <= set(pins), f"{path.name} does not pin {sorted(needed - set(pins))}"
 
@@ -254,3 +258,23 @@ def test_sdk_venv_takes_python_as_set_without_falling_back(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "venv").exists()
     r = sdk_venv_on(path, "--which-python", PLUGIN_2_33, python="python3.12")
     assert r.returncode == 0 and r.stdout.strip() == str(tmp_path / "bin" / "python3.12") and r.stderr == ""
+
+
+@pytest.mark.parametrize("name", sorted(PLUGIN_RELEASES))
+def test_each_plugin_file_pins_the_framework_its_sources_confirm_and_names_the_rest(name):
+    """Issue 46, item 4: vLLM Neuron's setup guide says the framework (vllm, torch, libtorch-neuronx-lite, nrtpy,
+    libneuronxla, transformers) is not included with the plugin, so an unpinned file let pip pick. Each version a
+    source confirms is pinned exactly, the source on its line; each it could not confirm is named as such."""
+    framework = COMPONENTS[PLUGIN_RELEASES[name]]["framework"]
+    text = (CONSTRAINTS / name).read_text()
+    pinned = pins(CONSTRAINTS / name)
+    for package, (version, source) in framework["confirmed"].items():
+        assert pinned.get(package) == version, (name, package)
+        line = next(x for x in text.splitlines() if x.startswith(f"{package}=="))
+        assert f"source: {source.split()[0]}" in line, (name, line)
+        if package == "vllm":  # PyPI's, not the Neuron index's: sdk-venv.sh leaves it to the second install
+            assert "from: pypi" in line
+    said = " ".join(text.split())
+    assert "not confirmed" in said.lower()
+    for package in framework["unconfirmed"]:
+        assert package in said and package not in pinned, (name, package)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -94,6 +95,9 @@ def test_legs_run_on_their_instance_types_runner_and_name_their_venvs_per_stack(
     assert "candidate-vllm-neuron-" in check["env"]["CANDIDATE_PYTHON"]
     assert check["env"]["CANDIDATE_SERVE_SCRIPT"] == "${{ env.CANDIDATE_BACKEND == 'openai' && 'ci/scripts/vllm-serve.sh' || '' }}"
     assert check["env"]["NEURON_INSTANCE"] == "${{ matrix.instance }}"
+    assert '"$VENVS/baseline-vllm-neuron-$BASELINE_VLLM_NEURON"' in runs  # vLLM Neuron -> vLLM Neuron
+    assert "baseline-vllm-neuron-" in check["env"]["BASELINE_PYTHON"]
+    assert check["env"]["BASELINE_SERVE_SCRIPT"] == "${{ env.BASELINE_BACKEND == 'openai' && 'ci/scripts/vllm-serve.sh' || '' }}"
     stop = next(s for s in leg["steps"] if "stop-servers.sh" in s.get("run", ""))
     assert stop["if"] == "always()"
     labels = (REPO / "ci" / "actionlint.yaml").read_text()
@@ -120,3 +124,35 @@ def test_a_served_candidate_gets_one_leg_per_shape_and_an_nxdi_one_per_model():
     bad = subprocess.run(["bash", "ci/scripts/leg-matrix.sh"], cwd=REPO, capture_output=True, text=True, timeout=60,
                          env={"PATH": "/usr/bin:/bin", "INSTANCES": "trn1.32xlarge", "SHAPES": "smoke"})
     assert bad.returncode == 2 and "'trn1.32xlarge'" in bad.stderr
+
+
+def test_the_check_runs_in_its_own_neutral_venv_never_a_sides():
+    """Issue 46, item 6: the check's process (the fp32 reference) ran in the baseline's venv. It now has its own,
+    built before the sides' by ci/scripts/check-venv.sh, which installs no Neuron package."""
+    leg = trn2_jobs()["leg"]
+    names = [s.get("name", "") for s in leg["steps"]]
+    built = next(i for i, s in enumerate(leg["steps"]) if "check-venv.sh" in s.get("run", ""))
+    assert built < names.index("baseline venv (SDK ${{ env.BASELINE_SDK }})")
+    check = next(s for s in leg["steps"] if s.get("name", "").startswith("release check"))
+    assert check["env"]["PYTHON"] == "${{ env.VENVS }}/check/bin/python"
+    assert check["env"]["PYTHON"] not in (check["env"]["BASELINE_PYTHON"], check["env"]["CANDIDATE_PYTHON"])
+
+
+def test_the_check_venv_refuses_a_python_older_than_3_10(tmp_path):
+    old = sorted(Path("/root/.pyenv/versions").glob("3.9*/bin/python3.9")) if Path("/root/.pyenv").is_dir() else []
+    if not old:
+        pytest.skip("needs a Python 3.9 interpreter (pyenv's 3.9.*) to refuse")
+    r = subprocess.run(["bash", "ci/scripts/check-venv.sh", str(tmp_path / "venv")], cwd=REPO, capture_output=True,
+                       text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHON": str(old[0])})
+    assert r.returncode == 2 and "not a Python 3.10 or later" in r.stderr and not (tmp_path / "venv").exists()
+
+
+def test_a_served_baseline_gets_one_leg_per_shape_too():
+    """vLLM Neuron -> vLLM Neuron: both sides served, each server compiled for one shape."""
+    served, n = legs(INSTANCES="trn2.48xlarge", SHAPES="smoke report-bs1", BASELINE_BACKEND="openai",
+                     CANDIDATE_BACKEND="openai")
+    assert n == 3 * 2 and all(" " not in leg["shapes"] for leg in served)
+    bad = subprocess.run(["bash", "ci/scripts/leg-matrix.sh"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", "INSTANCES": "trn2.3xlarge", "SHAPES": "smoke",
+                              "BASELINE_BACKEND": "vllm"})
+    assert bad.returncode == 2 and "BASELINE_BACKEND must be neuron or openai, got 'vllm'" in bad.stderr
