@@ -208,7 +208,7 @@ def parse_cores_arg(value: str) -> str:
     try:
         parse_cores(value)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(f"{exc}; give the NeuronCores planned for the server") from None
     return value
 
 
