@@ -153,3 +153,27 @@ def check_range(who: str, environ: Mapping[str, str], planned: str | None, whole
         outside = ",".join(map(str, sorted(cores - wanted)))
         return f"{who} runs with {name}={got}, planned {planned}: core(s) {outside} outside its range"
     return None
+
+
+def neuron_ls_view(devices: list[dict[str, Any]], pids: set[int], planned: str, who: str
+                   ) -> tuple[list[dict[str, Any]], list[str]]:
+    """What ``neuron-ls -j`` (its per-device ``neuron_processes`` and ``neuroncore_ids``) says the processes
+    ``pids`` hold: one record per (device, pid), and why one is on a device none of whose cores are in
+    ``planned`` (the runtime's own view, beside each process's environment)."""
+    wanted = parse_cores(planned)
+    records, problems = [], []
+    for device in devices:
+        cores = [c for c in device.get("neuroncore_ids") or [] if isinstance(c, int)]
+        for entry in device.get("neuron_processes") or []:
+            pid = entry.get("pid") if isinstance(entry, dict) else None
+            if pid not in pids:
+                continue
+            records.append({"device": device.get("neuron_device"), "pid": pid, "neuroncore_ids": cores})
+            if not set(cores) & wanted:
+                problems.append(f"neuron-ls lists {who} process {pid} on Neuron device {device.get('neuron_device')} "
+                                f"(cores {core_list(cores)}), none of them in its planned {planned}")
+    return records, problems
+
+
+def core_list(cores: list[int]) -> str:
+    return ",".join(map(str, cores)) or "none listed"

@@ -46,12 +46,15 @@ def decide(plan: CheckPlan, instance: str, logical_cores: int) -> tuple[CheckPla
     return replace(plan, baseline=baseline, candidate=candidate, core_plan=cores), cores
 
 
-def read_back(who: str, server: Any, planned: str | None) -> list[dict[str, Any]]:
+def read_back(who: str, server: Any, planned: str | None, neuron_ls: Path | None | bool = True
+              ) -> list[dict[str, Any]]:
     """What each process of ``server``'s group got: the variable its NeuronCores came in (the one its vLLM
     Neuron plugin honours: ``harness.core.neuron_visibility``), their range, what chose that variable, and
     the libnrt it loaded. The server's first process must hold exactly ``planned``; every other (the engine
-    core, each TP worker) a subset of it. Raises ReleaseCheckError (the server stopped) when one runs
-    outside ``planned``."""
+    core, each TP worker) a subset of it. Where ``neuron-ls`` runs (``neuron_ls``: its path; True, found on
+    this host; None, not asked), its view is read too: a process of the group that it lists on a device outside
+    ``planned`` is one outside its cores. Raises ReleaseCheckError (the server stopped) when one runs outside
+    ``planned``."""
     from harness.core.neuron_visibility import CHOSEN_SOURCE, given_cores
     from harness.serving.process_group import group_members
 
@@ -72,7 +75,32 @@ def read_back(who: str, server: Any, planned: str | None) -> list[dict[str, Any]
             server.stop()
             raise ReleaseCheckError(f"{problem}: a server outside its NeuronCores would take the other side's "
                                     f"(its log: {server.log_path})")
+    if planned is not None:
+        seen, problems = neuron_ls_read(who, {r["pid"] for r in records}, planned, neuron_ls)
+        records += seen
+        if problems:
+            server.stop()
+            raise ReleaseCheckError(f"{problems[0]}: a server outside its NeuronCores would take the other side's "
+                                    f"(its log: {server.log_path})")
     return records
+
+
+def neuron_ls_read(who: str, pids: set[int], planned: str, neuron_ls: Path | None | bool
+                   ) -> tuple[list[dict[str, Any]], list[str]]:
+    """neuron-ls's view of ``pids`` (``harness.core.neuron_cores.neuron_ls_view``), as read-back records; none
+    where neuron-ls is not on this host. One that cannot run is recorded, not fatal: the environments were read."""
+    from harness.core.neuron_cores import neuron_ls_view
+    from harness.core.neuron_host import NeuronHostError, neuron_ls_path, run_neuron_ls
+
+    path = neuron_ls_path() if neuron_ls is True else neuron_ls or None
+    if path is None:
+        return [], []
+    try:
+        devices = run_neuron_ls(Path(path))
+    except NeuronHostError as exc:
+        return [{"who": who, "neuron_ls": str(exc)}], []
+    seen, problems = neuron_ls_view(devices, pids, planned, f"the {who}'s server")
+    return [{"who": who, "neuron_ls": entry} for entry in seen], problems
 
 
 def round_read_back(out: Path, side: Side) -> list[str | None]:
@@ -151,6 +179,11 @@ def markdown(neuron_cores: dict[str, Any]) -> list[str]:
     lines = ["### NeuronCores", "", f"{cores['scheme']} on {cores['instance']} ({cores['logical_cores']} logical "
              f"cores): " + ", ".join(f"{k} `{v}`" for k, v in cores["ranges"].items()) + f". {cores['reason']}.", ""]
     for r in neuron_cores.get("servers", []):
+        if "neuron_ls" in r:
+            seen = r["neuron_ls"]
+            lines.append(f"- neuron-ls: the {r['who']}'s server process {seen['pid']} on device {seen['device']} "
+                         f"(cores {seen['neuroncore_ids']})" if isinstance(seen, dict) else f"- neuron-ls: {seen}")
+            continue
         got = f"not readable ({r['unreadable']})" if "unreadable" in r else \
             f"{r.get('variable') or VISIBLE_CORES}={r.get('cores', r.get(VISIBLE_CORES))} (planned {r.get('planned')})"
         lines.append(f"- the {r['who']}'s server process {r['pid']}: {got}")

@@ -6,6 +6,7 @@ start's process is read back for its NEURON_RT_VISIBLE_CORES. The servers here a
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,3 +84,40 @@ def test_a_server_started_for_its_turn_is_warmed_running_on_every_turn_of_its_ow
         assert [e["action"] for e in focus.events] == ["start", "stop", "start"]
     finally:
         candidate.stop()
+
+
+NEURON_LS = REPO / "tests" / "stand_ins" / "neuron_ls.py"
+
+
+def neuron_ls(tmp_path: Path) -> Path:
+    """The neuron-ls stand-in as an executable (what ``neuron_ls_path`` finds on a Trn2 host)."""
+    exe = tmp_path / "neuron-ls"
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {NEURON_LS} \"$@\"\n")
+    exe.chmod(0o755)
+    return exe
+
+
+@pytest.mark.parametrize("runtime_cores, problem", [(None, None), ("8-11", "on Neuron device 2 (cores 8,9,10,11), "
+                                                                             "none of them in its planned 4-7")])
+def test_neuron_ls_sees_each_server_process_where_the_runtime_put_it(tmp_path, runtime_cores, problem):
+    """The read-back reads neuron-ls's view beside each process's environment: a server the runtime placed on
+    the planned cores' device passes; one it placed elsewhere (what an environment set in-process hides from
+    /proc/PID/environ) stops the check, named by neuron-ls."""
+    from harness.release.cores import read_back
+
+    env = {"NEURON_VISIBLE_DEVICES": "4-7", "STANDIN_NEURON_LS": "1",
+           **({"STANDIN_NEURON_LS_CORES": runtime_cores} if runtime_cores else {})}
+    s = StandIn(Path("/unused"), None, tmp_path / "server.log", "carbon-tiny", env=env)
+    s.port = 0
+    try:
+        s.start().wait_ready(60)
+        if problem is None:
+            records = read_back("candidate", s, "4-7", neuron_ls=neuron_ls(tmp_path))
+            seen = [r["neuron_ls"] for r in records if "neuron_ls" in r]
+            assert seen == [{"device": 1, "pid": s.proc.pid, "neuroncore_ids": [4, 5, 6, 7]}]
+        else:
+            with pytest.raises(ReleaseCheckError, match=re.escape(problem)):
+                read_back("candidate", s, "4-7", neuron_ls=neuron_ls(tmp_path))
+            assert s.proc.poll() is not None  # stopped: it would hold the other side's cores
+    finally:
+        s.stop()
