@@ -134,3 +134,40 @@ def test_real_command_line_errors_are_found(entries, capsys):
                                     "price_per_hour; pass --price-per-hour")
     wrapper = ts.find("carbon-harness cost: error: something no entry says", entries)
     assert wrapper is not None and wrapper.key == "usage: carbon-harness <args.command>: error: <exc>"
+
+
+# flags of other tools that a fix may name: pytest's, pytest-benchmark's, vLLM's, neuron-ls's; --opt: the
+# placeholder of a path option's own message
+OTHER_TOOLS_FLAGS = {"--opt", "--junitxml", "--benchmark-json", "--benchmark-save-data", "--disable-log-stats",
+                     "--speculative-config", "--json-output"}
+
+
+def harness_flags() -> set[str]:
+    """Every option the harness defines (argparse's add_argument, pytest's addoption), a per-side one
+    (``f"--{side}-dtype"``) for both sides."""
+    flags = set()
+    for path in (REPO / "harness").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("add_argument", "addoption")):
+                continue
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
+                    flags.add(arg.value)
+                elif isinstance(arg, ast.JoinedStr) and len(arg.values) == 3:
+                    head, _, tail = arg.values
+                    if isinstance(head, ast.Constant) and head.value == "--" and isinstance(tail, ast.Constant):
+                        flags |= {f"--{side}{tail.value}" for side in ("baseline", "candidate")}
+    return flags
+
+
+def test_every_flag_a_fix_names_is_one_the_harness_takes(causes):
+    """Trust IV: the page's fixes named --carbon-variants, --carbon-drafts, --carbon-models and
+    --carbon-concurrency, which the plugin rejects (its flags are singular; --carbon-max-concurrency)."""
+    import re
+
+    known = harness_flags() | OTHER_TOOLS_FLAGS
+    assert {"--carbon-variant", "--serve-timeout", "--candidate-dtype"} <= known  # the scan reads what it must
+    wrong = sorted({f"{flag} ({key[0]})" for key, entry in causes.items()
+                    for text in (entry.get("cause") or "", entry.get("fix") or "")
+                    for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text) if flag not in known})
+    assert not wrong, wrong
