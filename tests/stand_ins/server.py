@@ -1,6 +1,8 @@
 """STAND-IN for a vLLM server's readiness endpoint: answers ``GET /v1/models`` with one served model, as
 vLLM's OpenAI server does, and nothing else. For unit tests of what starts, stops and reads back servers
 (a release check's NeuronCore turns), where a real vLLM start (a minute on this CPU) is not what is tested.
+With STANDIN_WORKER_CORES set, it first starts one "worker" in its own process group whose
+NEURON_VISIBLE_DEVICES is that value (a vLLM Neuron server's TP worker, for the read-back of every process).
 Usage: python server.py PORT MODEL"""
 
 from __future__ import annotations
@@ -24,4 +26,10 @@ class Models(BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
+    import os
+    import subprocess
+
+    if os.environ.get("STANDIN_WORKER_CORES"):
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                         env={**os.environ, "NEURON_VISIBLE_DEVICES": os.environ["STANDIN_WORKER_CORES"]})
     HTTPServer(("127.0.0.1", int(sys.argv[1])), Models).serve_forever()

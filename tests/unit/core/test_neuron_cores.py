@@ -131,3 +131,10 @@ def test_a_worker_passes_exactly_when_its_core_is_in_the_range(start, count, cor
     planned = core_range(start, count)
     got = check_range("a worker", {"NEURON_VISIBLE_DEVICES": str(core)}, planned, whole=False)
     assert (got is None) == (start <= core < start + count), got
+
+
+def test_sides_that_exactly_fill_the_instance_get_their_own_ranges():
+    """The boundary of ``total <= cores``: two tp-32 sides on a trn2.48xlarge's 64 cores fit side by side."""
+    plan = plan_cores("trn2.48xlarge", 64, {"baseline": 32, "candidate": 32}, ("candidate",))
+    assert plan.scheme == "disjoint" and plan.ranges == {"baseline": "0-31", "candidate": "32-63"}
+    assert plan_cores("trn2.48xlarge", 64, {"baseline": 32, "candidate": 33}, ("candidate",)).scheme == "exclusive"

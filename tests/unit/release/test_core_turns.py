@@ -121,3 +121,25 @@ def test_neuron_ls_sees_each_server_process_where_the_runtime_put_it(tmp_path, r
             assert s.proc.poll() is not None  # stopped: it would hold the other side's cores
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("worker, problem", [("5", None), ("8", "core(s) 8 outside its range")])
+def test_every_process_of_the_servers_group_is_read_back_not_only_its_first(tmp_path, worker, problem):
+    """A TP worker may hold a part of its server's range (a 2.32+ worker takes one core), never a core outside
+    it: the worker, not the API server, is what holds the other side's core here."""
+    from harness.release.cores import read_back
+
+    s = StandIn(Path("/unused"), None, tmp_path / "server.log", "carbon-tiny",
+                env={"NEURON_VISIBLE_DEVICES": "4-7", "STANDIN_WORKER_CORES": worker})
+    s.port = 0
+    try:
+        s.start().wait_ready(60)
+        if problem is None:
+            records = read_back("candidate", s, "4-7", neuron_ls=None)
+            assert sorted(r["cores"] for r in records) == ["4-7", "5"], records
+        else:
+            with pytest.raises(ReleaseCheckError, match=re.escape(problem)) as caught:
+                read_back("candidate", s, "4-7", neuron_ls=None)
+            assert f"process {s.proc.pid}:" not in str(caught.value)  # the worker's pid, not the API server's
+    finally:
+        s.stop()
