@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.threeway import TIERS, Aligned, Criterion, Finding, Spread, margin_noise, spread
-from harness.backends.base import ScoredToken
+from harness.core.scored import ScoredToken
 from harness.core.contract_format import CONTRACT_SCHEMA, KINDS, probe_ids  # noqa: F401 (the format's API)
 from harness.core.paths import REPO_ROOT
 

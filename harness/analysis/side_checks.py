@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.analysis.threeway import Finding
-from harness.backends.base import ScoredToken
+from harness.core.scored import ScoredToken
 
 
 def _shared(a: list[int], b: list[int]) -> int:

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.backends.base import ScoredToken
+from harness.core.scored import ScoredToken
 
 TIERS = ("5", "50", "1000", "all")
 

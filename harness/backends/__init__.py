@@ -7,12 +7,14 @@ module imports on any machine.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.backends.base import Engine
 from harness.core.errors import BackendError
 from harness.core.options import BACKENDS
 from harness.core.spec import RunShape
+
+if TYPE_CHECKING:  # the package imports no torch: a submodule (neuron.sources) is read by torch-free commands
+    from harness.backends.base import Engine
 
 
 def make_engine(backend: str, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",

@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.analysis.contract import TOLERANCES_FILE, ContractResult, judge_contract, load_tolerances
 from harness.analysis.threeway import TIERS
-from harness.backends.base import ScoredToken
+from harness.core.scored import ScoredToken
 from harness.core.paths import REPO_ROOT
 from harness.core.storage import atomic_write_json
 from harness.release.defects import EXPECTED
