@@ -111,6 +111,10 @@ class OpenAIEngine(Engine):
                 return await fetch_prompt_logprobs(http, self.endpoint, ids, top_k)
 
         rows = run_async(go())
+        if len(rows) < len(ids) or not any(rows[len(prompt):]):
+            raise ServingError(f"{self.endpoint.url} returned prompt logprobs for {sum(r is not None for r in rows)} of "
+                               f"{len(ids)} positions ({len(rows)} rows): the server computes no prompt logprobs, "
+                               "which the output contract's teacher-forced rows need (a vLLM with prompt_logprobs)")
         out = []
         for position in range(len(prompt), len(ids)):
             row = rows[position] or {}
