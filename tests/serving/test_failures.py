@@ -55,6 +55,8 @@ class MisbehavingServer:
         n = int(body["max_tokens"])
         if self.mode == "refuse" or (self.mode == "alternate" and self.calls % 2 == 0):
             return web.Response(status=503, text="server overloaded")
+        if self.mode == "no-prompt-logprobs":  # vllm-project/vllm-neuron 0.2.0's answer: one null, whatever the prompt
+            return web.json_response({"choices": [{"index": 0, "text": "", "prompt_logprobs": [None]}]})
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         if self.mode == "text":
@@ -165,3 +167,13 @@ def test_unknown_served_model_is_named():
         endpoint = Endpoint(server.endpoint().url, "carbon-3b")
         with pytest.raises(ServingError, match="'carbon-3b' is not served .*carbon-tiny"):
             OpenAIEngine(endpoint, get_shape("smoke"), "carbon-3b")
+
+
+def test_a_server_without_prompt_logprobs_is_named_not_an_index_error():
+    """The NxDI-based vLLM Neuron plugin (0.2.0) answers prompt_logprobs with ``[null]``: the output contract's
+    scored rows say the server computes none (an IndexError before)."""
+    with MisbehavingServer("no-prompt-logprobs") as server:
+        engine = OpenAIEngine(server.endpoint(), get_shape("smoke"), "carbon-tiny")
+        with pytest.raises(ServingError, match="prompt logprobs for 0 of 5 positions .1 rows.: the server computes no "
+                                               "prompt logprobs"):
+            engine.scored([151669, 151672, 151673], [151674, 151675], top_k=2)
