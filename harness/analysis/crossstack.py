@@ -167,6 +167,15 @@ FIELDS = (
            "enable_prefix_caching (/metrics cache_config_info, else args)",
            lambda c: _bool(dig(c, "neuron_config.is_prefix_caching")),
            lambda c: _bool(first(c, "server.cache_config.enable_prefix_caching", "args.enable_prefix_caching"))),
+    # NxDI schedules a step only after the last one's tokens are back; vLLM's async scheduling (the 2.32+ plugin's
+    # default) overlaps the next step's scheduling with the current one: a like-for-like timing differs by it
+    Mapped("async scheduling", "(none: each step waits for the last)", "args.async_scheduling",
+           lambda c: False if dig(c, "neuron_config") is not None else None,
+           lambda c: _bool(dig(c, "args.async_scheduling"))),
+    Mapped("sequence parallelism", "neuron_config.sequence_parallel_enabled",
+           "neuron_config.sequence_parallel_enabled (additional_config)",
+           lambda c: _bool(dig(c, "neuron_config.sequence_parallel_enabled")),
+           lambda c: _bool(dig(c, f"{NEURON}.sequence_parallel_enabled"))),
 )
 # NxDI's own, with no vLLM Neuron counterpart: listed, never compared
 NXDI_ONLY = ("neuron_config.enable_bucketing", "neuron_config.token_generation_buckets")

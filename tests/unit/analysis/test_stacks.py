@@ -162,3 +162,15 @@ def test_between_two_sides_of_one_stack_the_settings_that_matter_are_flagged():
 def test_a_side_without_a_recorded_configuration_is_said_not_compared():
     found, lines = drift({"a": 1}, {}, StackPair("hf", "hf"))
     assert found == {"compared": False, "missing": ["candidate"]} and "Not compared" in lines[2]
+
+
+def test_async_scheduling_and_sequence_parallelism_are_mapped_across_stacks():
+    """Issue 46: the 2.32+ plugin schedules asynchronously by default, which NxDI never does, and both stacks can
+    shard the sequence: each is a mapped meaning, flagged where both record it and the two differ."""
+    rows = rows_of(drift(NXDI, vllm_neuron(), StackPair("neuron", "openai"))[0])
+    assert rows["async scheduling"] == (False, ABSENT, False)  # the server left it to its default: not flagged
+    served = vllm_neuron(sequence_parallel_enabled=True)
+    served["args"]["async_scheduling"] = True
+    nxdi = {"neuron_config": {**NXDI["neuron_config"], "sequence_parallel_enabled": False}}
+    found, _ = drift(nxdi, served, StackPair("neuron", "openai"))
+    assert [r for r, (_, _, d) in rows_of(found).items() if d] == ["async scheduling", "sequence parallelism"]
