@@ -92,7 +92,11 @@ def host_info() -> dict[str, Any]:
 def probe(nxdi_source: Path | None, serve_args: list[str] | None = None) -> dict[str, Any]:
     """``serve_args``: the vLLM server's arguments, for a served side: its effective engine configuration
     (``harness.serving.engine_args``, asked of this interpreter's vLLM) lands under ``engine_config``."""
+    from harness.core.process_environment import environment_record
+
+    environment = environment_record()  # first: what the interpreter started with, before anything here imports
     info: dict[str, Any] = {"python": platform.python_version(), "executable": sys.executable,
+                            "environment": environment,
                             "harness_root": str(REPO_ROOT), "harness_git_sha": _git_commit(REPO_ROOT),
                             **installed_versions(NEURON_PACKAGES + SERVING_PACKAGES), **host_info(),
                             "pip_freeze": pip_freeze(), "sdk_constraints": side_constraints(),

@@ -148,6 +148,21 @@ def warming(plan: CheckPlan, servers: dict[str, Any], progress: Callable[[str], 
     return warm
 
 
+def environment_lines(baseline: SideReport, candidate: SideReport) -> list[str]:
+    """Where the sides' environments differ (``harness.core.process_environment``: module path, start hooks,
+    preloads, thread and allocator settings, Neuron driver), each difference becomes a row of the side table
+    (``env ...``, ``hook ...``, in both sides' versions) and the note under the verdict that names them."""
+    from harness.core.process_environment import differences
+
+    found = differences(baseline.versions.get("environment") or {}, candidate.versions.get("environment") or {})
+    for key, base, new in found:
+        baseline.versions[key], candidate.versions[key] = base, new
+    if not found:
+        return []
+    return [f"**Note: the sides' environments differ in {', '.join(k for k, _, _ in found)}**: a module path, a "
+            "start hook, a preload or a thread setting can change numbers by itself; the side table shows each.", ""]
+
+
 def restart_timed(plan: CheckPlan, servers: dict[str, Any], reports: dict[str, SideReport],
                   progress: Callable[[str], None], events: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Each server the check started, started again as users start one they time (``--max-logprobs 0``:
@@ -343,8 +358,10 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         raise ReleaseCheckError("the baseline cannot run, so there is nothing to qualify against: "
                                 + "; ".join(problems)
                                 + f" (logs in {plan.out / plan.baseline.name})")
+    environment = environment_lines(reports[plan.baseline.name], reports[plan.candidate.name])
     verdict = decide(baseline, reports[plan.candidate.name], tolerances, confidence, plan.mode, plan.design,
                      contracts, fail_on_likely)
+    verdict.config_lines[:0] = environment
     extras = device_records(plan, reports, read_backs + getattr(focus, "read_backs", []),
                             getattr(focus, "events", []), verdict.word, progress)
     verdict.config_lines += extras.pop("markdown")

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
-from harness.release.defects import DEFECTS, EXPECTED
+from harness.release.defects import DEFECTS, EXPECTED, HOOKS, NXDI_EDITS
 from harness.release.zoo import BELOW_BF16_NOISE
 from tests.helpers import run_cli
 
@@ -42,6 +43,7 @@ def test_a_correct_candidate_passes_and_each_planted_defect_fails_naming_it(tmp_
     row = rows[0]
     assert row["exit"] == row["expected_exit"], (row["reasons"], r.stderr[-2000:])
     candidate = row["candidate"]
+    assert_environment_told(Path(row["evidence"]), planted=case in HOOKS and not (stack == "nxdi" and case in NXDI_EDITS))
     if case.startswith("correct"):
         assert row["verdict"] == "PASS" and candidate["passed"] and candidate["dtype"] == "bf16"
         return
@@ -49,3 +51,18 @@ def test_a_correct_candidate_passes_and_each_planted_defect_fails_naming_it(tmp_
     assert first.startswith(EXPECTED[case]), candidate["findings"]
     assert "(prompt " in first and ", first at position " in first
     assert row["verdict"] == "FAIL" and any(EXPECTED[case] in reason for reason in row["reasons"])
+
+
+def assert_environment_told(check: Path, planted: bool) -> None:
+    """Trust IV: a candidate started with a planted ``sitecustomize`` on its ``PYTHONPATH`` differs from the
+    baseline there, and verdict.md's side table and a note under the verdict say so; without a hook, no
+    environment row or note at all (the sides run the same interpreter)."""
+    md = (check / "verdict.md").read_text()
+    table = [line for line in md.splitlines() if line.startswith("| env ") or line.startswith("| hook ")]
+    if not planted:
+        assert not table and "environments differ" not in md, table
+        return
+    assert any(line.startswith("| env PYTHONPATH | - | ") for line in table), table
+    assert any(line.startswith("| hook sitecustomize | - | ") and "sitecustomize.py (sha256 " in line
+               for line in table), table
+    assert "**Note: the sides' environments differ in env PYTHONPATH, hook sitecustomize" in md

@@ -90,6 +90,7 @@ def test_a_release_against_itself_passes_with_a_lost_baseline_round_named(aa_leg
         assert verdict["sides"][side]["versions"]["nxdi_version"] == "0.9.0"
         assert sorted(p.name for p in (out / side).glob("perf-round-*.log")) == sorted(
             f"perf-round-{k}.log" for k in range(1, pairs_run + 1))
+    assert "environments differ" not in (out / "verdict.md").read_text()  # one interpreter, one environment
     head = (out / "verdict.md").read_text().split("## Release check: PASS\n", 1)[0]  # warnings only above it
     assert all(line.startswith("**Warning: ") for line in head.splitlines() if line), head
 

@@ -1,0 +1,61 @@
+"""What a side runs with beyond its packages (``harness.core.process_environment``): recorded in a real child
+interpreter, so that a ``sitecustomize`` put on its ``PYTHONPATH`` (as the zoo plants defects, and as a host
+with a preload or a module path differs) shows as a difference, and the same interpreter twice shows none."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.core.process_environment import differences, flattened, normalized, recorded_env, runs_code
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.unit
+
+RECORD = "import json; from harness.core.process_environment import environment_record as r; print(json.dumps(r()))"
+
+
+def record_in_child(env: dict[str, str]) -> dict:
+    r = subprocess.run([sys.executable, "-c", RECORD], cwd=REPO, capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", **env})
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_hook_on_the_module_path_shows_as_differences_and_the_same_process_twice_as_none(tmp_path):
+    hook = tmp_path / "plant" / "sitecustomize.py"
+    hook.parent.mkdir()
+    hook.write_text("X = 1  # a planted start hook\n")
+    plain = record_in_child({})
+    assert differences(plain, record_in_child({})) == []  # an A/A
+    planted = record_in_child({"PYTHONPATH": str(hook.parent)})
+    found = {key: (a, b) for key, a, b in differences(plain, planted)}
+    assert found["env PYTHONPATH"] == ("-", str(hook.parent))
+    assert found["hook sitecustomize"][1].startswith(f"{hook} (sha256 ")
+    assert "sys.path" in found
+
+
+@pytest.mark.parametrize("name, value, kept", [
+    ("OMP_NUM_THREADS", "1", True), ("LD_PRELOAD", "/usr/lib/libjemalloc.so", True),
+    ("TORCH_HUB_TOKEN", "abc", False), ("MALLOC_ARENA_MAX", "2", True),
+    ("TORCH_LOGS", "a" * 40, False),  # a value that looks like a key: its name is enough
+])
+def test_secrets_are_recorded_by_name_only(name, value, kept):
+    got = recorded_env({name: value, "HOME": "/root"})
+    assert "HOME" not in got and got[name] == (value if kept else "<set>")
+
+
+def test_a_venvs_location_and_python_minor_are_not_differences():
+    prefixes = {"/opt/venvs/a": "<prefix>"}
+    assert normalized("/opt/venvs/a/lib/python3.12/site-packages", prefixes) == "<prefix>/lib/pythonX.Y/site-packages"
+    assert normalized("/opt/venvs/ab/x", prefixes) == "/opt/venvs/ab/x"  # a sibling is not under the prefix
+
+
+def test_a_pth_that_imports_is_named_as_running_code():
+    assert runs_code("import os; os.environ['X'] = '1'\n") and not runs_code("/some/path\n")
+    line = flattened({"pth": {"<prefix>/x.pth": {"sha256": "0" * 64, "runs_code": True}}})["pth x.pth"]
+    assert line == "sha256 000000000000, runs code"
