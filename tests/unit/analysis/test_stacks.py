@@ -174,3 +174,25 @@ def test_async_scheduling_and_sequence_parallelism_are_mapped_across_stacks():
     nxdi = {"neuron_config": {**NXDI["neuron_config"], "sequence_parallel_enabled": False}}
     found, _ = drift(nxdi, served, StackPair("neuron", "openai"))
     assert [r for r, (_, _, d) in rows_of(found).items() if d] == ["async scheduling", "sequence parallelism"]
+
+
+def test_nxdi_prefill_graphs_are_sized_by_its_context_batch_where_it_has_one():
+    """NxDI compiles its context-encoding graphs for ``ctx_batch_size`` sequences where it is set (the rest of
+    the batch decodes): one sequence of 256 tokens, not two."""
+    nxdi = {"neuron_config": {**NXDI["neuron_config"], "ctx_batch_size": 1}}
+    rows = rows_of(drift(nxdi, vllm_neuron(), StackPair("neuron", "openai"))[0])
+    assert rows["prefill graphs (tokens)"] == ([256], [512], True)
+
+
+def test_nxdi_pages_its_kv_cache_only_in_the_block_layout():
+    """``pa_block_size`` counts only with ``is_block_kv_layout``; otherwise one block is a whole sequence."""
+    contiguous = {"neuron_config": {**NXDI["neuron_config"], "is_block_kv_layout": False, "pa_block_size": 32}}
+    assert rows_of(drift(contiguous, vllm_neuron(), StackPair("neuron", "openai"))[0])[
+        "KV block size (positions)"] == (512, 512, False)
+
+
+def test_between_two_nxdi_sides_the_flags_are_read_as_nxdi_records_them():
+    """Same-stack drift between two NxDI sides reads NxDI's fields (a vLLM reading would find none to flag)."""
+    new = {"neuron_config": {**NXDI["neuron_config"], "is_prefix_caching": True}}
+    found, _ = drift(NXDI, new, StackPair("neuron", "neuron"))
+    assert found["flagged"] == ["prefix caching (neuron_config.is_prefix_caching): False -> True"]

@@ -213,3 +213,12 @@ def test_the_spread_estimated_to_decide_a_figure_is_the_boundary_at_the_cap():
         assert decide([series(pattern(mean, 1.02 * need, 8))], design, 8)[0].state == UNRESOLVED
     assert pairs_to_decide([0.1, math.nan, 0.2], 0.05, design) is None
     assert spread_to_decide([0.1, math.nan, 0.2], 0.05, design) is None
+
+
+def test_a_tolerance_above_the_resolve_is_what_a_pass_rules_out():
+    """Trust IV: with a 50% tolerance (above the default 30% resolve), a steady +40% change is within it and
+    passes; a +60% one, beyond it, fails. A rule that ruled out only the resolve would leave the first open."""
+    steady = [math.log(1.40) + e for e in (0.004, -0.003, 0.002, -0.001)]
+    assert decide([series(steady, tolerance=0.5)], Design(), 4)[0].state == PASS
+    beyond = [math.log(1.60) + e for e in (0.004, -0.003, 0.002, -0.001)]
+    assert decide([series(beyond, tolerance=0.5)], Design(), 4)[0].state == FAIL
