@@ -254,7 +254,9 @@ def inspect_checkpoint(path: str | Path, require_weights: bool = True, verify: b
     ``verify`` also checks every file against the manifest, where the checkpoint has one."""
     root = Path(path)
     if not root.is_dir():
-        raise CheckpointError(f"checkpoint directory {root} does not exist")
+        raise CheckpointError(f"checkpoint directory {root} does not exist: give an existing checkpoint directory "
+                              "(--carbon-model PATH, --carbon-model-root DIR), or a model name to build the embedded "
+                              "one")
     if verify:
         verify_checkpoint(root)
     config = read_json(root / "config.json")

@@ -112,7 +112,8 @@ class CarbonTokenizer:
 
         root = Path(path)
         if not root.is_dir():
-            raise TokenizerError(f"checkpoint directory {root} does not exist")
+            raise TokenizerError(f"checkpoint directory {root} does not exist: give an existing checkpoint directory "
+                                 "(--carbon-model PATH), or a model name to build the embedded one")
         dna_cfg = root / "dna_config.json"
         layout = DnaLayout()
         auto: Any = False

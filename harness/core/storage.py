@@ -32,7 +32,8 @@ def ensure_writable_dir(path: Path) -> None:
     except OSError as exc:
         raise StorageError(f"cannot create directory {path}: {exc.strerror or exc}") from exc
     if not os.access(path, os.W_OK):
-        raise StorageError(f"directory {path} is not writable")
+        raise StorageError(f"directory {path} is not writable: give a directory you can write (its --out or "
+                           "--carbon-cache-dir option), or fix its permissions")
 
 
 def current_umask() -> int:

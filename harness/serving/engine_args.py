@@ -28,7 +28,8 @@ def _first(candidates: tuple[tuple[str, str], ...]) -> Any:
             return getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError):
             continue
-    raise ImportError(f"none of {', '.join(f'{m}.{n}' for m, n in candidates)} in this vLLM")
+    raise ImportError(f"none of {', '.join(f'{m}.{n}' for m, n in candidates)} in this vLLM: its argument parser "
+                      "moved; run the check with a vLLM the harness knows (0.11 to 0.32), or report the version")
 
 
 def jsonable(value: Any) -> Any:

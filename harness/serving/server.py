@@ -340,7 +340,8 @@ def served_model_ids(url: str, api_key: str | None = None) -> list[str] | None:
     try:
         return [str(m["id"]) for m in json.loads(body)["data"]]
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{body[:80]!r}") from exc
+        raise ValueError(f"{body[:80]!r} is no OpenAI model list ({{'data': [{{'id': ...}}]}}): another kind of server "
+                         "answers on that port") from exc
 
 
 def start_vllm(checkpoint: Path, cache_dir: Path, log_path: Path, served_model: str = "carbon-tiny",

@@ -136,7 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     key = args.reference.stem.removeprefix("contract-")
     checkpoint = Path(reference["checkpoint"])
     if fingerprint(checkpoint) != reference["checkpoint_fingerprint"]:
-        print(f"{checkpoint} changed since the reference ran on it", file=sys.stderr)
+        print(f"{checkpoint} changed since the reference ran on it: run the release check again, so that the "
+              "reference and both sides read the same checkpoint", file=sys.stderr)
         return 2
     ref = Computation(checkpoint, reference["shape"], "fp32")
     yardsticks: dict[str, Computation] = {}
