@@ -171,3 +171,26 @@ def test_every_flag_a_fix_names_is_one_the_harness_takes(causes):
                     for text in (entry.get("cause") or "", entry.get("fix") or "")
                     for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text) if flag not in known})
     assert not wrong, wrong
+
+
+def harness_commands() -> set[str]:
+    """The CLI's subcommands (each ``add_parser`` name)."""
+    names = set()
+    for path in (REPO / "harness").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_parser" and node.args
+                    and isinstance(node.args[0], ast.Constant)):
+                names.add(node.args[0].value)
+    return names
+
+
+def test_every_command_a_fix_names_is_one_the_cli_has(causes):
+    """A command written as code (`` `carbon-harness NAME ...` ``) in a cause or fix is a real subcommand."""
+    import re
+
+    known = harness_commands()
+    assert {"release-check", "vllm-serve", "plan"} <= known
+    wrong = sorted({f"carbon-harness {name} ({key[0]})" for key, entry in causes.items()
+                    for text in (entry.get("cause") or "", entry.get("fix") or "")
+                    for name in re.findall(r"`carbon-harness ([a-z][a-z-]*)", text) if name not in known})
+    assert not wrong, wrong
