@@ -184,8 +184,10 @@ def run_here(command: Command, copy: Path, timeout_s: int = RUN_TIMEOUT_S) -> su
     paths under the scratch directory's own tmp/, ``~``, ``$HOME`` and globs (``stream-*.json``) expanded as a
     shell would."""
     call = invocation(command.text)
-    argv = [expand_home(a).replace("/tmp/", f"{copy.parent}/tmp/", 1) if a.startswith("/tmp/") else expand_home(a)
-            for a in call.argv()]
+    # a page's /tmp/X is the scratch copy's; a path that exists already (this interpreter, when the checkout
+    # itself lies under /tmp, as a CI clone may) is kept as it is
+    argv = [expand_home(a).replace("/tmp/", f"{copy.parent}/tmp/", 1) if a.startswith("/tmp/") and not (
+        i == 0 or os.path.exists(a)) else expand_home(a) for i, a in enumerate(call.argv())]
     argv = argv[:1] + [word for a in argv[1:] for word in expand_glob(a, copy)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(call.env)
