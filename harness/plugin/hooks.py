@@ -73,6 +73,10 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group.addoption("--carbon-hf-compile", action="store_true", default=False,
                     help="hf backend: a static KV cache and a torch.compile'd decode step (CUDA graphs on a GPU), "
                          "compiled at load (compile_s); the eager engine stays the reference")
+    group.addoption("--carbon-work-counts", choices=("on", "off"), default="on",
+                    help="on (default): after each CTE / TKG benchmark's timed rounds, an untimed pass counts one "
+                         "step's exact work (Python calls by function, aten ops, bytes, instructions where the host "
+                         "has a PMU) into its extra_info['work']; off: no counting pass")
     group.addoption("--carbon-draft", action="append", dest="carbon_drafts", metavar="NAME|PATH|self",
                     help="repeatable: a speculative draft for every --carbon-model (same names and paths as "
                          "--carbon-model, or self: the target drafts for itself); default: carbon-tiny-draft and self")
@@ -145,6 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "endpoint": config.getoption("carbon_endpoint"), "served_model": config.getoption("carbon_served_model"),
         "serve": config.getoption("carbon_serve"), "serve_timeout": config.getoption("carbon_serve_timeout"),
         "hf_compile": config.getoption("carbon_hf_compile"),
+        "work_counts": config.getoption("carbon_work_counts"),
     }
     try:
         harness_config = make_config(options, Path(str(config.rootpath)))

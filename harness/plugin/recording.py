@@ -5,6 +5,7 @@ and whether a speed gate applies to this run (only when ``-m`` selects perf)."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from typing import Any
 
@@ -116,3 +117,19 @@ def timed_results(benchmark: Any, results: list, warmup: int, runs: int) -> list
     """The results of the timed rounds of a pedantic run (all of them when benchmarks are disabled:
     then pytest-benchmark calls the target once, with no warm-up)."""
     return results if benchmark.disabled else results[warmup:warmup + runs]
+
+
+WORK_STEPS = 3  # steps counted per benchmark: the counts are per step, and exact (the same in every process)
+
+
+def record_work(benchmark: Any, step: Callable[[], Any], enabled: bool, setup: Callable[[], Any] | None = None,
+                steps: int = WORK_STEPS) -> None:
+    """After a benchmark's timed rounds, an untimed pass that counts ``step``'s exact work into its
+    ``extra_info['work']`` (``harness.backends.work_counter``): never inside a timed call, since counting
+    slows what it counts. ``enabled`` False (``--carbon-work-counts off``) records that it was off."""
+    if not enabled:
+        benchmark.extra_info["work"] = {"off": "--carbon-work-counts off"}
+        return
+    from harness.backends.work_counter import count_steps
+
+    benchmark.extra_info["work"] = count_steps(step, steps, setup).to_dict()

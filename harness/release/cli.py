@@ -126,6 +126,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fail-on-likely", action="store_true",
                    help="a passed figure likely slower than its tolerance (point estimate, or its interval at the "
                         "look that passed it, beyond it) fails the check; without it, a warning above the verdict")
+    p.add_argument("--gate-work", type=parse_tolerance, default=None, metavar="PCT",
+                   help="off by default: fail where a CTE / TKG step's exact work (Python calls or aten ops per step, "
+                        "counted outside the timed calls) grows by more than PCT (e.g. 2%%), for machines too noisy to "
+                        "gate small timing changes; each side's counts must be the same in all its rounds to be gated")
     p.add_argument("--legs", type=parse_positive_int, default=1, metavar="N",
                    help="checks merged into one verdict (--merge): each spends 1/N of the false-alarm budget")
     p.add_argument("--runs", type=parse_positive_int, default=5, help="timed runs per benchmark in a round (default 5)")
@@ -248,7 +252,8 @@ def cmd_release_check(args: argparse.Namespace) -> int:
                      cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else None, cpu=args.neuron_cpu,
                      model_root=args.model_root, conformance=not args.no_conformance,
                      conformance_markers=args.conformance_markers, perf_select=args.perf_select,
-                     serve_args=tuple(args.serve_args or ()), perf=not args.conformance_only)
+                     serve_args=tuple(args.serve_args or ()), perf=not args.conformance_only,
+                     gate_work=None if args.gate_work is None else 100 * args.gate_work)
     plan = with_device_options(args, plan, image_pythons)
     previous = stop_on_signals()
     try:

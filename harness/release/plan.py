@@ -67,6 +67,7 @@ class CheckPlan:
     serve_timeout: float = 900.0  # seconds a server the check starts may take to answer (compiles at warm-up)
     image_runner: str = "docker"  # runs a side's --*-image (harness.release.images)
     inspect_on_fail: str = "device"  # the evidence round on FAIL: on a device only, always, never
+    gate_work: float | None = None  # --gate-work: the host-work gate's tolerance in percent (None: off)
 
     @property
     def served(self) -> bool:

@@ -238,3 +238,27 @@ def plant_served_eos_ignored(dest: Path) -> Path:
     return _served_plant(dest, "an EOS or stop token never ends a request (only its length does)",
                          "vllm.v1.core.sched.utils", EOS_IGNORED)
 
+
+HOST_WORK = '''    model = module.LlamaModel
+    original = model.forward
+
+    def _planted_host_work():
+        return None
+
+    def forward(self, *args, **kwargs):
+        for _ in range({calls!r}):
+            _planted_host_work()
+        return original(self, *args, **kwargs)
+
+    model.forward = forward'''
+
+
+def plant_host_work(dest: Path, calls: int) -> Path:
+    """A directory whose ``sitecustomize`` makes every forward of transformers' ``LlamaModel`` (the decoder each
+    prefill and decode step of the hf backend runs) make ``calls`` more Python calls, and nothing else: host work with no sleep, the
+    kind a release adds (NxDI c63afe0's tensor_capture_hook on every step). For the host-work gate's checks
+    (``release-check --gate-work``); give it first on the side's ``PYTHONPATH``."""
+    if calls < 1:
+        raise PlantError(f"calls={calls}: plant at least one extra call per step")
+    return _served_plant(dest, f"{calls} more Python calls per Llama forward", "transformers.models.llama.modeling_llama",
+                         HOST_WORK.format(calls=calls))

@@ -148,6 +148,15 @@ def warming(plan: CheckPlan, servers: dict[str, Any], progress: Callable[[str], 
     return warm
 
 
+def work_of(plan: CheckPlan, verdict: Verdict, reports: dict[str, SideReport]) -> Any:
+    """The verdict's "Work per step" (``harness.analysis.work_section``), the timing figures that failed named."""
+    from harness.analysis.work_section import work_section
+    from harness.core.sequential import FAIL
+
+    failed = {f.benchmark for f in verdict.figures if f.state == FAIL}
+    return work_section(reports[plan.baseline.name], reports[plan.candidate.name], failed, plan.gate_work)
+
+
 def environment_lines(baseline: SideReport, candidate: SideReport) -> list[str]:
     """Where the sides' environments differ (``harness.core.process_environment``: module path, start hooks,
     preloads, thread and allocator settings, Neuron driver), each difference becomes a row of the side table
@@ -362,11 +371,14 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
     verdict = decide(baseline, reports[plan.candidate.name], tolerances, confidence, plan.mode, plan.design,
                      contracts, fail_on_likely)
     verdict.config_lines[:0] = environment
+    work = work_of(plan, verdict, reports)
+    verdict.reasons += work.reasons
+    verdict.config_lines += work.markdown()
     extras = device_records(plan, reports, read_backs + getattr(focus, "read_backs", []),
                             getattr(focus, "events", []), verdict.word, progress)
     verdict.config_lines += extras.pop("markdown")
     verdict.wall_s = time.perf_counter() - start
-    write_verdict(plan.out, verdict, extras)
+    write_verdict(plan.out, verdict, {**extras, "work": work.to_dict()})
     return verdict
 
 

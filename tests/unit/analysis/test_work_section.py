@@ -1,0 +1,56 @@
+"""The verdict's "Work per step" and the host-work gate (``harness.analysis.work_section``) on two sides'
+perf rounds as a release check reads them (each benchmark's ``extra_info['work']``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.analysis.pairing import SideReport
+from harness.analysis.results import BenchResult
+from harness.analysis.work_section import work_section
+from harness.core.work import WorkCount
+
+pytestmark = pytest.mark.unit
+
+TKG = "test_tkg[carbon-tiny-smoke]"
+
+
+def side(name: str, *calls: float, extra_fn: float = 0.0) -> SideReport:
+    """One round per entry of ``calls`` (Python calls/step of test_tkg); ``extra_fn`` calls/step in a plant."""
+    report = SideReport(name)
+    for k, c in enumerate(calls, 1):
+        by_function = {"transformers.LlamaModel.forward": c - extra_fn, **({"plant.work": extra_fn} if extra_fn else {})}
+        work = WorkCount(3, c, by_function, 144.0, {"mm": 30.0}, 8e5).to_dict()
+        report.rounds[k] = [BenchResult(TKG, "tkg-smoke", {"work": work}, 0.002)]
+    return report
+
+
+def test_the_same_work_on_both_sides_gates_nothing_and_names_nothing():
+    found = work_section(side("baseline", 4000, 4000), side("candidate", 4000, 4000), gate_pct=2.0)
+    assert found.reasons == [] and found.notes == [] and found.rows[0]["changes"] == []
+    assert "| `test_tkg[carbon-tiny-smoke]` | 4000 / 4000 | 144 / 144 |" in "\n".join(found.markdown())
+
+
+def test_work_grown_beyond_the_gate_fails_naming_where():
+    found = work_section(side("baseline", 4000, 4000), side("candidate", 4400, 4400, extra_fn=400), gate_pct=2.0)
+    assert len(found.reasons) == 1 and "+10.0% per step (--gate-work 2%)" in found.reasons[0]
+    assert "+400 Python calls/step in plant.work" in found.reasons[0]
+    assert work_section(side("baseline", 4000), side("candidate", 4040, extra_fn=40), gate_pct=2.0).reasons == []
+
+
+def test_a_timing_fail_with_the_same_work_says_so():
+    found = work_section(side("baseline", 4000), side("candidate", 4000), timing_failed=[TKG])
+    assert found.notes == [f"`{TKG}` failed on timing with the same work per step: same work, slower: kernels, "
+                           "environment or machine"]
+    grown = work_section(side("baseline", 4000), side("candidate", 4400, extra_fn=400), timing_failed=[TKG])
+    assert grown.notes[0].startswith(f"`{TKG}` failed on timing, and its work per step grew: +400 Python calls/step")
+
+
+def test_counts_that_move_between_a_sides_rounds_are_not_gated_and_said_so():
+    found = work_section(side("baseline", 4000, 4007), side("candidate", 4400, 4400, extra_fn=400), gate_pct=2.0)
+    assert found.reasons == [] and "not gated on host work: the baseline's counts differ" in found.notes[0]
+
+
+def test_without_the_gate_a_grown_step_is_shown_not_failed():
+    found = work_section(side("baseline", 4000), side("candidate", 4400, extra_fn=400))
+    assert found.reasons == [] and found.rows[0]["changes"][0].startswith("+400 Python calls/step")
