@@ -110,6 +110,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(f"tolerance: {100 * default:g}% by default, from {why}")
     result = compare(base, new, tolerances, confidence=args.confidence, floors=floors)
     print(result.render())
+    for line in work_lines(base, new):
+        print(line)
     for d in result.regressions:
         span = d.interval()
         ci = (f"; {100 * args.confidence:g}% CI of the change [{100 * span[0]:+.1f}%, {100 * span[1]:+.1f}%]"
@@ -128,6 +130,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from harness.core.verdicts import exit_code
 
     return exit_code(result.word)
+
+
+def work_lines(base: list, new: list) -> list[str]:
+    """The two runs' exact work per step (each CTE / TKG benchmark's ``extra_info['work']``), where both counted
+    it: shown, never gated here (``release-check --gate-work`` gates it)."""
+    from harness.analysis.pairing import SideReport
+    from harness.analysis.work_section import work_section
+
+    sides = [SideReport(name, rounds={1: results}) for name, results in (("baseline", base), ("candidate", new))]
+    return work_section(*sides).markdown()
 
 
 def cmd_thresholds(args: argparse.Namespace) -> int:

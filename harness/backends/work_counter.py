@@ -87,7 +87,9 @@ def instruction_counter() -> tuple[int | None, str]:
 
 def count_steps(step: Callable[[], Any], steps: int = 3, setup: Callable[[], Any] | None = None) -> WorkCount:
     """The work of ``steps`` calls of ``step``, per step; ``setup`` runs before each, uncounted (a decode
-    round's re-prefill at a generation's end). Restores whatever profile hook was set."""
+    round's re-prefill at a generation's end). Two passes of ``steps`` each: Python calls (and instructions)
+    with nothing else active, then aten ops and bytes under the dispatch mode, which routes every op through
+    Python and would otherwise add its own calls to the count. Restores whatever profile hook was set."""
     if steps < 1:
         raise ValueError(f"steps={steps}: count at least one step")
     calls, ops = _CallCounter(), _OpCounter()
@@ -98,22 +100,26 @@ def count_steps(step: Callable[[], Any], steps: int = 3, setup: Callable[[], Any
         for _ in range(steps):
             if setup is not None:
                 setup()
-            with ops:
+            if libc is not None:
+                libc.ioctl(fd, _PERF_IOC_ENABLE, 0)
+            sys.setprofile(calls)
+            try:
+                step()
+            finally:
+                sys.setprofile(previous)
                 if libc is not None:
-                    libc.ioctl(fd, _PERF_IOC_ENABLE, 0)
-                sys.setprofile(calls)
-                try:
-                    step()
-                finally:
-                    sys.setprofile(previous)
-                    if libc is not None:
-                        libc.ioctl(fd, _PERF_IOC_DISABLE, 0)
+                    libc.ioctl(fd, _PERF_IOC_DISABLE, 0)
         instructions = None
         if fd is not None:
             instructions = int.from_bytes(os.read(fd, 8), sys.byteorder) / steps
     finally:
         if fd is not None:
             os.close(fd)
-    calls.calls.pop(f"{__name__}._CallCounter.__call__", None)
+    for _ in range(steps):
+        if setup is not None:
+            setup()
+        with ops:
+            step()
+    calls.calls.pop("sys.setprofile", None)  # the counter's own switch-off, once a step
     return WorkCount(steps, sum(calls.calls.values()) / steps, per_step(calls.calls, steps),
                      sum(ops.ops.values()) / steps, per_step(ops.ops, steps), ops.bytes / steps, instructions, why)

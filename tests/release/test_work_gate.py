@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.release, pytest.mark.slow, pytest.mark.extended]
 
 GATED = ("--backend", "hf", "--baseline-python", sys.executable, "--candidate-python", sys.executable,
          "--no-conformance", "--perf-select", "test_tkg", "--runs", "2", "--rounds", "4", "--gate-work", "2%")
-PLANTED_CALLS = 400  # ~10% of a carbon-tiny hf decode step's ~4,000 Python calls
+PLANTED_CALLS = 70  # ~10% of a carbon-tiny hf decode step's ~690 Python calls
 
 
 def check(out: Path, *args: str) -> tuple[int, dict, str]:
@@ -33,8 +33,7 @@ def test_an_a_a_reads_no_work_difference_and_passes_the_gate(tmp_path):
     assert rc in (0, 3), output[-3000:]  # the timing gate may stay open on a loaded box; the work gate may not fail
     work = verdict["work"]
     assert work["reasons"] == [] and work["notes"] == [], work
-    rows = {r["benchmark"]: r for r in work["benchmarks"]}
-    tkg = rows["test_tkg[carbon-tiny-smoke]"]
+    tkg = next(r for r in work["benchmarks"] if r["benchmark"].endswith("test_tkg[carbon-tiny-smoke]"))
     assert tkg["calls"][0] == tkg["calls"][1] and tkg["ops"][0] == tkg["ops"][1] and tkg["changes"] == []
     assert tkg["rounds"] == [4, 4]
 
@@ -45,7 +44,8 @@ def test_a_planted_ten_percent_host_work_fails_at_the_first_look_naming_it(tmp_p
     assert rc == 1, output[-3000:]
     reasons = [r for r in verdict["reasons"] if "--gate-work 2%" in r]
     assert reasons and "sitecustomize._patch.<locals>._planted_host_work" in reasons[0], verdict["reasons"]
-    tkg = next(r for r in verdict["work"]["benchmarks"] if r["benchmark"].startswith("test_tkg"))
-    assert tkg["calls"][1] - tkg["calls"][0] == PLANTED_CALLS and verdict["rounds"] == 4
+    tkg = next(r for r in verdict["work"]["benchmarks"] if r["benchmark"].endswith("test_tkg[carbon-tiny-smoke]"))
+    assert f"+{PLANTED_CALLS} Python calls/step in sitecustomize._patch.<locals>._planted_host_work" in tkg["changes"]
+    assert verdict["rounds"] == 4  # the first look
     md = (tmp_path / "planted" / "verdict.md").read_text()
     assert "### Work per step" in md and "_planted_host_work" in md

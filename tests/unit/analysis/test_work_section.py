@@ -54,3 +54,12 @@ def test_counts_that_move_between_a_sides_rounds_are_not_gated_and_said_so():
 def test_without_the_gate_a_grown_step_is_shown_not_failed():
     found = work_section(side("baseline", 4000), side("candidate", 4400, extra_fn=400))
     assert found.reasons == [] and found.rows[0]["changes"][0].startswith("+400 Python calls/step")
+
+
+def test_compare_shows_two_runs_work_where_both_counted_it():
+    from harness.analysis.cli import work_lines
+
+    base, new = side("baseline", 4000).rounds[1], side("candidate", 4400, extra_fn=400).rounds[1]
+    lines = work_lines(base, new)
+    assert lines[0] == "### Work per step" and any("+400 Python calls/step in plant.work" in line for line in lines)
+    assert work_lines([], []) == []
