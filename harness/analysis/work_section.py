@@ -56,6 +56,21 @@ class WorkSection:
         return lines + [f"- {n}" for n in self.notes] + ([""] if self.notes else [])
 
 
+SAME_WORK = 0.01  # Python calls within 1%, the same ops and bytes: no host work to explain a timing FAIL
+
+
+def timing_note(name: str, base: WorkCount, new: WorkCount, changes: list[str]) -> str:
+    """What a timing FAIL's work says: the same work (within ``SAME_WORK``: a planted sleep is one call more),
+    so kernels, environment or machine; or the work that grew."""
+    g = growth(base.python_calls, new.python_calls) or 0.0
+    if not changes or (abs(g) <= SAME_WORK and (base.aten_ops, base.bytes_allocated) == (new.aten_ops,
+                                                                                          new.bytes_allocated)):
+        moved = f" (Python calls {100 * g:+.2f}%)" if changes else ""
+        return f"`{name}` failed on timing with the same work per step{moved}: same work, slower: kernels, " \
+               "environment or machine"
+    return f"`{name}` failed on timing, and its work per step grew: {changes[0]}"
+
+
 def work_section(baseline: SideReport, candidate: SideReport, timing_failed: Iterable[str] = (),
                  gate_pct: float | None = None) -> WorkSection:
     """The section for two sides; ``timing_failed``: the benchmarks a timing figure failed; ``gate_pct``: the
@@ -71,9 +86,7 @@ def work_section(baseline: SideReport, candidate: SideReport, timing_failed: Ite
                          "bytes": [b.bytes_allocated, n.bytes_allocated],
                          "rounds": [len(base[name]), len(new[name])], "changes": changes})
         if name in failed:
-            out.notes.append(f"`{name}` failed on timing with the same work per step: same work, slower: kernels, "
-                             "environment or machine" if not changes else
-                             f"`{name}` failed on timing, and its work per step grew: {changes[0]}")
+            out.notes.append(timing_note(name, b, n, changes))
         if gate_pct is None:
             continue
         shaky = [side for side, counts in (("baseline", base[name]), ("candidate", new[name])) if unstable(counts)]

@@ -262,3 +262,25 @@ def plant_host_work(dest: Path, calls: int) -> Path:
         raise PlantError(f"calls={calls}: plant at least one extra call per step")
     return _served_plant(dest, f"{calls} more Python calls per Llama forward", "transformers.models.llama.modeling_llama",
                          HOST_WORK.format(calls=calls))
+
+
+SLEEP = '''    import time
+
+    model = module.LlamaModel
+    original = model.forward
+
+    def forward(self, *args, **kwargs):
+        time.sleep({seconds!r})
+        return original(self, *args, **kwargs)
+
+    model.forward = forward'''
+
+
+def plant_step_sleep(dest: Path, ms: float) -> Path:
+    """A directory whose ``sitecustomize`` makes every forward of transformers' ``LlamaModel`` sleep ``ms``
+    first: slower with the same work (one call more a step), the case the verdict's work section tells apart
+    from grown host work."""
+    if not ms > 0:
+        raise PlantError(f"ms={ms}: plant a sleep longer than 0 ms")
+    return _served_plant(dest, f"a {ms:g} ms sleep before every Llama forward", "transformers.models.llama.modeling_llama",
+                         SLEEP.format(seconds=ms / 1000.0))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.release.plant import plant_host_work
+from harness.release.plant import plant_host_work, plant_step_sleep
 from tests.helpers import run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.slow, pytest.mark.extended]
@@ -49,3 +49,13 @@ def test_a_planted_ten_percent_host_work_fails_at_the_first_look_naming_it(tmp_p
     assert verdict["rounds"] == 4  # the first look
     md = (tmp_path / "planted" / "verdict.md").read_text()
     assert "### Work per step" in md and "_planted_host_work" in md
+
+
+def test_a_planted_sleep_fails_on_timing_and_the_work_is_the_same(tmp_path):
+    """2 ms of sleep per step: the timing gate fails it, and the work section says the work did not grow."""
+    planted = plant_step_sleep(tmp_path / "plant", 2.0)
+    rc, verdict, output = check(tmp_path / "sleep", "--candidate-env", f"PYTHONPATH={planted}")
+    assert rc == 1, output[-3000:]
+    assert any("tkg_ms_p50" in r for r in verdict["reasons"]) and not any("--gate-work" in r for r in verdict["reasons"])
+    notes = verdict["work"]["notes"]
+    assert notes and "failed on timing with the same work per step" in notes[0] and "same work, slower" in notes[0]

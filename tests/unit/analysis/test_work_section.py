@@ -63,3 +63,11 @@ def test_compare_shows_two_runs_work_where_both_counted_it():
     lines = work_lines(base, new)
     assert lines[0] == "### Work per step" and any("+400 Python calls/step in plant.work" in line for line in lines)
     assert work_lines([], []) == []
+
+
+def test_a_sleep_is_one_call_more_and_still_the_same_work():
+    """A planted sleep per step adds its own call (time.sleep, a wrapper): under 1% of the calls, the same ops
+    and bytes: the timing FAIL is the same work, slower."""
+    found = work_section(side("baseline", 4000), side("candidate", 4002, extra_fn=2), timing_failed=[TKG])
+    assert found.notes[0].startswith(f"`{TKG}` failed on timing with the same work per step (Python calls +0.05%): "
+                                     "same work, slower")
