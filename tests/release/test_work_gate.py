@@ -59,3 +59,19 @@ def test_a_planted_sleep_fails_on_timing_and_the_work_is_the_same(tmp_path):
     assert any("tkg_ms_p50" in r for r in verdict["reasons"]) and not any("--gate-work" in r for r in verdict["reasons"])
     notes = verdict["work"]["notes"]
     assert notes and "failed on timing with the same work per step" in notes[0] and "same work, slower" in notes[0]
+
+
+def test_twenty_processes_count_alike_and_a_planted_ten_percent_shows_in_each(tmp_path, carbon_tiny_checkpoint):
+    """The gate's premise, on independent processes (not one run's subsets): 20 fresh processes count the same
+    TKG step exactly alike (an A/A of any two reads no difference), and 20 with the ~10% host-work plant each read
+    the planted calls, beyond --gate-work 2% (caught by the gate in every one of them)."""
+    from harness.core.work import growth
+    from tests.unit.backends.test_work_counter import counted
+
+    plain = [counted(carbon_tiny_checkpoint) for _ in range(20)]
+    assert len({(w.python_calls, w.aten_ops, w.bytes_allocated) for w in plain}) == 1
+    plant = str(plant_host_work(tmp_path / "plant", PLANTED_CALLS))
+    planted = [counted(carbon_tiny_checkpoint, PYTHONPATH=plant) for _ in range(20)]
+    grown = [growth(plain[0].python_calls, w.python_calls) for w in planted]
+    assert all(g is not None and g > 0.02 for g in grown), grown
+    assert {w.python_calls - plain[0].python_calls for w in planted} == {PLANTED_CALLS}
