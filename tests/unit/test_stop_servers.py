@@ -24,6 +24,16 @@ def stop_servers(directory: Path) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"})
 
 
+def stopped(directory: Path) -> tuple[int, str, str]:
+    """stop-servers.sh run to its end: its exit code, stdout and stderr."""
+    run = stop_servers(directory)
+    try:
+        out, err = run.communicate(timeout=60)
+    finally:
+        end(run)
+    return run.returncode, out, err
+
+
 def pidfile_for(tmp_path: Path, pid: int) -> Path:
     leg = tmp_path / "evidence" / "leg-a"
     leg.mkdir(parents=True)
@@ -42,12 +52,8 @@ def test_a_pid_now_running_something_else_is_left_alone(tmp_path):
     other = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         pidfile = pidfile_for(tmp_path, other.pid)
-        run = stop_servers(tmp_path / "evidence")
-        try:
-            out, err = run.communicate(timeout=60)
-        finally:
-            end(run)
-        assert run.returncode == 0, out + err
+        rc, out, err = stopped(tmp_path / "evidence")
+        assert rc == 0, out + err
         assert other.poll() is None, "stop-servers.sh signalled a process that is not a vLLM server"
         line, = err.strip().splitlines()
         assert f"pid {other.pid} is now `sleep 60`, not a vLLM server: left alone" in line, line
@@ -87,33 +93,21 @@ def test_a_pid_that_no_longer_runs_has_its_pidfile_removed(tmp_path):
     else:
         pytest.skip("every exited child's pid was taken again at once: no free pid to name")
     pidfile = pidfile_for(tmp_path, gone.pid)
-    run = stop_servers(tmp_path / "evidence")
-    try:
-        out, err = run.communicate(timeout=60)
-    finally:
-        end(run)
-    assert run.returncode == 0, out + err
+    rc, out, err = stopped(tmp_path / "evidence")
+    assert rc == 0, out + err
     assert not pidfile.exists()
     assert len((out + err).strip().splitlines()) <= 1
 
 
 def test_nothing_to_stop_is_not_an_error(tmp_path):
     for directory in (tmp_path / "absent", tmp_path):
-        run = stop_servers(directory)
-        try:
-            out, err = run.communicate(timeout=60)
-        finally:
-            end(run)
-        assert run.returncode == 0 and out == err == "", out + err
+        rc, out, err = stopped(directory)
+        assert rc == 0 and out == err == "", out + err
 
 
 def test_a_pidfile_without_a_pid_is_reported_and_kept(tmp_path):
     pidfile = pidfile_for(tmp_path, os.getpid())
     pidfile.write_text("")
-    run = stop_servers(tmp_path / "evidence")
-    try:
-        out, err = run.communicate(timeout=60)
-    finally:
-        end(run)
-    assert run.returncode == 0 and "holds no pid" in err, out + err
+    rc, out, err = stopped(tmp_path / "evidence")
+    assert rc == 0 and "holds no pid" in err, out + err
     assert pidfile.exists()
