@@ -10,7 +10,7 @@ differ between rounds is not gated, and the section says so rather than passing 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,28 +56,30 @@ class WorkSection:
         return lines + [f"- {n}" for n in self.notes] + ([""] if self.notes else [])
 
 
-SAME_WORK = 0.01  # Python calls within 1%, the same ops and bytes: no host work to explain a timing FAIL
+EXPLAINS = 0.25  # work that grew by less than a quarter of the slowdown does not explain it
 
 
-def timing_note(name: str, base: WorkCount, new: WorkCount, changes: list[str]) -> str:
-    """What a timing FAIL's work says: the same work (within ``SAME_WORK``: a planted sleep is one call more),
-    so kernels, environment or machine; or the work that grew."""
+def timing_note(name: str, base: WorkCount, new: WorkCount, changes: list[str], slower: float | None) -> str:
+    """What a timing FAIL's work says: the same work, or a change too small to explain the slowdown (ops and
+    bytes equal, Python calls grown by less than ``EXPLAINS`` of it: a planted sleep or spin is a call or a few
+    more), so kernels, environment or machine; else the work that grew."""
     g = growth(base.python_calls, new.python_calls) or 0.0
-    if not changes or (abs(g) <= SAME_WORK and (base.aten_ops, base.bytes_allocated) == (new.aten_ops,
-                                                                                          new.bytes_allocated)):
-        moved = f" (Python calls {100 * g:+.2f}%)" if changes else ""
+    same_ops = (base.aten_ops, base.bytes_allocated) == (new.aten_ops, new.bytes_allocated)
+    if not changes or (same_ops and slower is not None and abs(g) < EXPLAINS * slower):
+        moved = f" (Python calls {100 * g:+.2f}%, against {100 * slower:+.1f}% slower)" if changes and slower else ""
         return f"`{name}` failed on timing with the same work per step{moved}: same work, slower: kernels, " \
                "environment or machine"
     return f"`{name}` failed on timing, and its work per step grew: {changes[0]}"
 
 
-def work_section(baseline: SideReport, candidate: SideReport, timing_failed: Iterable[str] = (),
+def work_section(baseline: SideReport, candidate: SideReport, timing_failed: Mapping[str, float | None] | None = None,
                  gate_pct: float | None = None) -> WorkSection:
-    """The section for two sides; ``timing_failed``: the benchmarks a timing figure failed; ``gate_pct``: the
+    """The section for two sides; ``timing_failed``: each benchmark a timing figure failed, and how much slower
+    (its relative change); ``gate_pct``: the
     host-work gate's tolerance in percent (None: off). A served side counts nothing (its perf rounds time
     whole generations through a client): it has no rows."""
     base, new = side_work(baseline), side_work(candidate)
-    failed = set(timing_failed)
+    failed = dict(timing_failed or {})
     out = WorkSection()
     for name in sorted(base.keys() & new.keys()):
         b, n = base[name][0], new[name][0]
@@ -86,7 +88,7 @@ def work_section(baseline: SideReport, candidate: SideReport, timing_failed: Ite
                          "bytes": [b.bytes_allocated, n.bytes_allocated],
                          "rounds": [len(base[name]), len(new[name])], "changes": changes})
         if name in failed:
-            out.notes.append(timing_note(name, b, n, changes))
+            out.notes.append(timing_note(name, b, n, changes, failed[name]))
         if gate_pct is None:
             continue
         shaky = [side for side, counts in (("baseline", base[name]), ("candidate", new[name])) if unstable(counts)]

@@ -264,23 +264,22 @@ def plant_host_work(dest: Path, calls: int) -> Path:
                          HOST_WORK.format(calls=calls))
 
 
-SLEEP = '''    import time
-
-    model = module.LlamaModel
+SPIN = '''    model = module.LlamaModel
     original = model.forward
 
     def forward(self, *args, **kwargs):
-        time.sleep({seconds!r})
+        sum(range({count!r}))  # CPU time in one C call: what a CPU-time timer sees, a call more for the counter
         return original(self, *args, **kwargs)
 
     model.forward = forward'''
 
 
-def plant_step_sleep(dest: Path, ms: float) -> Path:
-    """A directory whose ``sitecustomize`` makes every forward of transformers' ``LlamaModel`` sleep ``ms``
-    first: slower with the same work (one call more a step), the case the verdict's work section tells apart
-    from grown host work."""
-    if not ms > 0:
-        raise PlantError(f"ms={ms}: plant a sleep longer than 0 ms")
-    return _served_plant(dest, f"a {ms:g} ms sleep before every Llama forward", "transformers.models.llama.modeling_llama",
-                         SLEEP.format(seconds=ms / 1000.0))
+def plant_step_spin(dest: Path, count: int) -> Path:
+    """A directory whose ``sitecustomize`` makes every forward of transformers' ``LlamaModel`` first spend
+    ``sum(range(count))`` of CPU time (200,000: ~2.7 ms here): slower with the same work (a call or two more a
+    step), the case the verdict's work section tells apart from grown host work. A spin, not a sleep: the hf
+    checks time in process CPU time, which a sleep does not spend."""
+    if count < 1:
+        raise PlantError(f"count={count}: plant a spin of at least 1")
+    return _served_plant(dest, f"sum(range({count})) before every Llama forward", "transformers.models.llama.modeling_llama",
+                         SPIN.format(count=count))

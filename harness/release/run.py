@@ -153,7 +153,10 @@ def work_of(plan: CheckPlan, verdict: Verdict, reports: dict[str, SideReport]) -
     from harness.analysis.work_section import work_section
     from harness.core.sequential import FAIL
 
-    failed = {f.benchmark for f in verdict.figures if f.state == FAIL}
+    failed: dict[str, float | None] = {}
+    for f in verdict.figures:  # each failed benchmark: its largest timing change
+        if f.state == FAIL:
+            failed[f.benchmark] = max(filter(None, (failed.get(f.benchmark), f.change)), default=None)
     return work_section(reports[plan.baseline.name], reports[plan.candidate.name], failed, plan.gate_work)
 
 

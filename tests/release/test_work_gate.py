@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.release.plant import plant_host_work, plant_step_sleep
+from harness.release.plant import plant_host_work, plant_step_spin
 from tests.helpers import run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.slow, pytest.mark.extended]
@@ -51,10 +51,11 @@ def test_a_planted_ten_percent_host_work_fails_at_the_first_look_naming_it(tmp_p
     assert "### Work per step" in md and "_planted_host_work" in md
 
 
-def test_a_planted_sleep_fails_on_timing_and_the_work_is_the_same(tmp_path):
-    """2 ms of sleep per step: the timing gate fails it, and the work section says the work did not grow."""
-    planted = plant_step_sleep(tmp_path / "plant", 2.0)
-    rc, verdict, output = check(tmp_path / "sleep", "--candidate-env", f"PYTHONPATH={planted}")
+def test_a_planted_spin_fails_on_timing_and_the_work_is_the_same(tmp_path):
+    """~2.7 ms of CPU per step in one C call (the hf checks time in process CPU time, which a sleep does not
+    spend): the timing gate fails it, and the work section says the work is the same, slower."""
+    planted = plant_step_spin(tmp_path / "plant", 200_000)
+    rc, verdict, output = check(tmp_path / "spin", "--candidate-env", f"PYTHONPATH={planted}")
     assert rc == 1, output[-3000:]
     assert any("tkg_ms_p50" in r for r in verdict["reasons"]) and not any("--gate-work" in r for r in verdict["reasons"])
     notes = verdict["work"]["notes"]
@@ -74,4 +75,5 @@ def test_twenty_processes_count_alike_and_a_planted_ten_percent_shows_in_each(tm
     planted = [counted(carbon_tiny_checkpoint, PYTHONPATH=plant) for _ in range(20)]
     grown = [growth(plain[0].python_calls, w.python_calls) for w in planted]
     assert all(g is not None and g > 0.02 for g in grown), grown
-    assert {w.python_calls - plain[0].python_calls for w in planted} == {PLANTED_CALLS}
+    extra = {w.python_calls - plain[0].python_calls for w in planted}  # the plant's calls and its wrapper's
+    assert len(extra) == 1 and min(extra) >= PLANTED_CALLS, extra
