@@ -68,7 +68,7 @@ def plugin_options(**overrides: Any) -> dict[str, Any]:
                 "cache_dir": "~/.cache/carbon-harness", "thresholds": None, "hardware": "cpu", "runs": 5, "warmup": 1,
                 "variants": None, "cores_per_worker": None, "cpu_threads": None, "neuron_cpu": False, "nxdi_source": None, "drafts": None,
                 "speculation_length": 4, "endpoint": None, "served_model": None, "serve": None, "serve_timeout": 600,
-                "hf_compile": False}
+                "hf_compile": False, "work_counts": "on"}
     unknown = sorted(set(overrides) - set(defaults))
     if unknown:
         raise KeyError(f"not a plugin option: {', '.join(unknown)} (known: {', '.join(defaults)})")

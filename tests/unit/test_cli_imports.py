@@ -14,7 +14,7 @@ from tests.helpers import REPO
 pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize("argv", [["plan", "--model", "carbon-3b", "--shape", "report-bs1"],
+@pytest.mark.parametrize("argv", [["plan", "--model", "carbon-3b", "--shape", "smoke"],
                                   ["cost", "--hardware", "trn2.3xlarge", "--bp-per-s", "1000"]], ids=lambda a: a[0])
 def test_an_arithmetic_command_imports_no_torch(argv):
     code = ("import contextlib, io, sys\nimport harness.cli as cli\n"
