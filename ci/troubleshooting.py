@@ -293,7 +293,9 @@ def render(entries: dict[tuple[str, str], Entry], causes: dict[tuple[str, str], 
            "stands for a value filled in at run time (a path, a model name, a number). Under pytest the "
            "harness's configuration errors print as `ERROR: carbon-harness: <message>`; under the "
            "`carbon-harness` command as `carbon-harness <command>: error: <message>`, exit status 2.", "",
-           "To look a pasted error up from a checkout: `python ci/troubleshooting.py --find '<the error>'`.", ""]
+           "To look a pasted error up from a checkout: `python ci/troubleshooting.py --find '<the error>'`. "
+           "With `CARBON_HARNESS_TRACEBACK=1` set, `carbon-harness` prints where an error came from (its traceback) "
+           "before the one line, for a report.", ""]
     for cls in order:
         bases, doc = classes.get(cls, ("", ""))
         out += [f"## {title(cls)}", ""]

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -215,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ValueError, OSError) as exc:
+        if os.environ.get("CARBON_HARNESS_TRACEBACK"):  # where an error came from, for a report
+            traceback.print_exc()
         print(f"carbon-harness {args.command}: error: {exc}", file=sys.stderr)
         return 2
 
