@@ -50,16 +50,17 @@ def served_checkpoint(models: tuple[str, ...], model_root: Path | None, cache_di
 def server_env(side: Any, serve_timeout: float | None) -> dict[str, str]:
     """The variables of the server the check starts for ``side`` (a ``harness.release.plan.Side``): its own,
     vLLM's engine-ready timeout from ``--serve-timeout`` (vLLM gives up on its engine after 600 s by default,
-    whatever the check waits), and its planned NeuronCores: through a serve script as CARBON_NEURON_CORES
+    whatever the check waits; a serve script gets it as SERVE_TIMEOUT from ``ScriptServer``, and sets it once
+    through ``vllm-serve --ready-timeout``), and its planned NeuronCores: through a serve script as CARBON_NEURON_CORES
     (``carbon-harness vllm-serve``, in the side's interpreter, puts them in its plugin's variable); to a server
     started directly, in the variable the side's interpreter names (``python -m harness.core.neuron_visibility``)."""
     env = dict(side.env)
+    if side.serve_script:  # the script gets both as its own variables (ScriptServer: SERVE_TIMEOUT)
+        return {**env, "CARBON_NEURON_CORES": side.cores} if side.cores else env
     if serve_timeout is not None:
         env["VLLM_ENGINE_READY_TIMEOUT_S"] = str(math.ceil(serve_timeout))
     if not side.cores:
         return env
-    if side.serve_script:
-        return {**env, "CARBON_NEURON_CORES": side.cores}
     import json
     import subprocess
 
