@@ -199,11 +199,13 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.analysis.cli import add_parsers as add_analysis_commands
     from harness.core.vllm_neuron import add_parser as add_vllm_serve
     from harness.release.cli import add_parser as add_release_check
+    from harness.release.nxdi_source import add_parser as add_nxdi_source
     from harness.release.zoo import add_parser as add_contract_zoo
 
     add_analysis_commands(sub)
     add_vllm_serve(sub)
     add_release_check(sub)
+    add_nxdi_source(sub)
     add_contract_zoo(sub)
     return parser
 
