@@ -95,9 +95,10 @@ def _number(s: str) -> tuple[float, int]:
 
 
 def _strip_code(text: str) -> str:
-    """Blank out fenced blocks, inline code and HTML comments, keeping line numbers."""
+    """Blank out fenced blocks (indented ones too: a content tab's or an admonition's), inline code and HTML
+    comments, keeping line numbers."""
     blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))  # noqa: E731
-    text = re.sub(r"^(```|~~~).*?^\1[^\n]*$", blank, text, flags=re.S | re.M)
+    text = re.sub(r"^([ \t]*)(```|~~~).*?^\1\2[^\n]*$", blank, text, flags=re.S | re.M)
     text = re.sub(r"<!--.*?-->", blank, text, flags=re.S)
     return re.sub(r"`[^`]+`", blank, text)  # inline code may wrap a line
 

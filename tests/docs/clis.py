@@ -226,8 +226,22 @@ def missing_paths(call: Invocation, root: Path) -> list[str]:
     return missing
 
 
+NXDI_SOURCE_VARIABLE = ("$CARBON_NXDI_SOURCE", "${CARBON_NXDI_SOURCE}")
+
+
+def nxdi_tree() -> str | None:
+    """What a page's ``$CARBON_NXDI_SOURCE`` stands for here: the variable where set (CI sets it to its NxDI
+    checkouts), else this project's local tree beside the checkout (``../shared/vendor``), as ``nox`` reads it."""
+    vendored = Path(__file__).resolve().parents[3] / "shared" / "vendor"
+    return os.environ.get("CARBON_NXDI_SOURCE") or (str(vendored) if vendored.is_dir() else None)
+
+
 def expand_home(token: str) -> str:
-    """``~`` and ``$HOME`` as a shell expands them, for commands the suite runs."""
+    """``~``, ``$HOME`` and ``$CARBON_NXDI_SOURCE`` (the NxDI tree a reader exports: ``nxdi_tree`` here) as a
+    shell expands them, for commands the suite runs."""
+    tree = nxdi_tree()
+    for variable in NXDI_SOURCE_VARIABLE if tree else ():
+        token = token.replace(variable, tree)
     return os.path.expanduser(token.replace("$HOME", os.path.expanduser("~")).replace("${HOME}", os.path.expanduser("~")))
 
 
