@@ -1,11 +1,14 @@
-"""Generate docs/troubleshooting.md from the harness's source: one entry per error message it can print.
+"""Generate docs/troubleshooting.md, and the data ``carbon-harness explain`` reads, from the harness's source:
+one entry per error message it can print.
 
 Usage (from the repository root)::
 
-    python ci/troubleshooting.py --write      # rewrite docs/troubleshooting.md
-    python ci/troubleshooting.py --check      # exit 1 if the page is stale or an entry lacks its cause
+    python ci/troubleshooting.py --write      # rewrite docs/troubleshooting.md and harness/data/troubleshooting.json
+    python ci/troubleshooting.py --check      # exit 1 if either is stale or an entry lacks its cause
     python ci/troubleshooting.py --missing    # print YAML stubs for the raise sites without a cause
-    python ci/troubleshooting.py --find 'carbon-harness plan: error: ...'   # which entry a pasted error is
+
+To look a pasted error up: ``carbon-harness explain '<the error>'`` (``harness.core.troubleshooting``, which
+reads the data file this writes: the lookup is the installed package's, not this script's).
 
 Why generated: the messages live in the code and change with it; a page copied by hand goes stale the day a
 message is reworded. The scan reads source text with ``ast`` only (it imports nothing from ``harness``), so
@@ -17,10 +20,24 @@ it sits outside the package and climbs no layer. What it finds:
 - ``print(..., file=sys.stderr)`` directly followed by ``return N`` with N nonzero (a CLI's exit path).
 
 A message is a string, an f-string, a ``+`` / ``%`` of those, or a name assigned one of them in the same
-function; its f-string fields become ``<name>`` placeholders. What causes an error and what to do cannot be
-read from the code: that is data, ``ci/troubleshooting_causes.yaml``, keyed by module and by the message's
-pattern (``Class: pattern``), written by a person who read the code around the raise. A message that is
-reworded, added or removed makes tests/unit/test_troubleshooting.py fail until the data follows.
+function; its f-string fields become ``<name>`` placeholders. A call to ``explain_pointer`` in a message is
+the pointer to its entry that the printing code adds, not message text: it is left out. What causes an error
+and what to do cannot be read from the code: that is data, ``ci/troubleshooting_causes.yaml``, keyed by module
+and by the message's pattern (``Class: pattern``), written by a person who read the code around the raise. A
+message that is reworded, added or removed makes tests/unit/test_troubleshooting.py fail until the data follows.
+
+The page has one entry per message a user can see:
+
+- The same message raised in several places (the same text with the placeholders anonymised) is one entry
+  listing its raise sites, with each site's cause where they differ.
+- A message that is only placeholders (``<value>``: another error's text passed on) has no words to show,
+  so its heading is its cause's first clause (or the cause's ``title``).
+- Each entry's heading carries a short id as its anchor, ``<first words of the message>-<4 hex digits>``, the
+  digits a hash of the message's fixed text (of module, class and message where the message is all
+  placeholders): the same message keeps its anchor across regenerations whatever moves around it. A cause may
+  pin an ``id`` of its own (to keep an anchor through a rewording).
+- Entries are grouped by what the user was doing (``GROUPS``), found from the raising module (``MODULE_GROUPS``;
+  a cause may name its ``group`` instead).
 """
 
 from __future__ import annotations
@@ -28,6 +45,8 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
+import hashlib
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -35,11 +54,66 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "troubleshooting.md"
+DATA = ROOT / "harness" / "data" / "troubleshooting.json"
 CAUSES = ROOT / "ci" / "troubleshooting_causes.yaml"
 COMMAND = "python ci/troubleshooting.py --write"
 USAGE = "usage"  # the class shown for parser.error / sys.exit / stderr-and-return lines
 MESSAGE = "message"  # text returned by a *_message / *_problem / *_error / *_unavailable_reason function
 MESSAGE_FUNCTIONS = re.compile(r"(_message|_problem|_error|unavailable_reason)$")
+POINTER_FUNCTIONS = {"explain_pointer"}  # harness.core.troubleshooting: the entry's pointer, not message text
+CAUSE_KEYS = {"cause", "fix", "title", "group", "id"}
+
+# What the user was doing, in the page's order: (anchor, heading, one line on what is in it).
+GROUPS = [
+    ("install", "Installing: dependencies, extras and NxDI source trees",
+     "A package, an extra or an NxDI checkout that the command needs is not there."),
+    ("run", "Running the tests: pytest and its --carbon-* options",
+     "`pytest -m perf / compat / dna` and the plugin's options, the engines and workloads they drive."),
+    ("models", "Models, shapes, hardware profiles and plans",
+     "The names every command and option takes, and `carbon-harness plan` / `cost`."),
+    ("checkpoints", "Checkpoints, the cache, the tokenizer and DNA inputs",
+     "`carbon-harness checkpoint` / `golden`, the checkpoint cache, the Carbon tokenizer, variant and DNA inputs."),
+    ("reports", "Thresholds, reports and compare",
+     "Thresholds files and `carbon-harness thresholds`, `report`, `compare`."),
+    ("release", "The release check",
+     "`carbon-harness release-check`, `contract-zoo` and the gate-power tools."),
+    ("serving", "Serving: vLLM and OpenAI endpoints",
+     "`--carbon-serve vllm`, `--carbon-endpoint`, `carbon-harness vllm-serve` and the serving benchmarks."),
+    ("trn2", "Trainium2 and NxDI: NeuronCores, neuron-ls, compiled models",
+     "On a Trn2 host: the NxDI engine, its compiled artifacts, NeuronCore plans and what neuron-ls reports."),
+]
+GROUP_IDS = [g for g, _, _ in GROUPS]
+# The raising module's group: the first prefix that the module's path starts with.
+MODULE_GROUPS = [
+    ("harness/backends/neuron/sources.py", "install"),
+    ("harness/backends/neuron/stubs.py", "install"),
+    ("harness/backends/neuron/stub_allowlist.py", "install"),
+    ("harness/backends/neuron/", "trn2"),
+    ("harness/core/neuron_", "trn2"),
+    ("harness/core/device_context.py", "trn2"),
+    ("harness/release/cores.py", "trn2"),
+    ("harness/release/devices.py", "trn2"),
+    ("harness/release/device_options.py", "trn2"),
+    ("harness/release/", "release"),
+    ("harness/workloads/threeway.py", "release"),
+    ("harness/serving/", "serving"),
+    ("harness/backends/openai.py", "serving"),
+    ("harness/core/vllm_neuron.py", "serving"),
+    ("harness/core/ports.py", "serving"),
+    ("harness/session/servers.py", "serving"),
+    ("harness/analysis/speculation_plan.py", "models"),
+    ("harness/analysis/", "reports"),
+    ("harness/carbon/", "checkpoints"),
+    ("harness/core/vocab.py", "checkpoints"),
+    ("harness/core/storage.py", "checkpoints"),
+    ("harness/cli.py", "models"),
+    ("harness/core/spec.py", "models"),
+    ("harness/core/hardware.py", "models"),
+    ("harness/core/plan.py", "models"),
+    ("harness/core/cost.py", "models"),
+    ("harness/core/speculation.py", "models"),
+    ("harness/", "run"),
+]
 
 
 @dataclass(frozen=True)
@@ -70,13 +144,6 @@ class Entry:
     def key(self) -> str:
         return f"{self.cls}: {self.pattern}"
 
-    @property
-    def literal(self) -> int:
-        return sum(len(p) for p in self.parts if isinstance(p, str))
-
-    def regex(self) -> re.Pattern[str]:
-        return re.compile("".join(re.escape(p) if isinstance(p, str) else "(.*?)" for p in self.parts), re.DOTALL)
-
 
 def hole_name(node: ast.expr) -> str:
     if isinstance(node, (ast.Name, ast.Attribute)):
@@ -97,14 +164,25 @@ def merge(parts: list[Part]) -> list[Part]:
     return out
 
 
+def is_pointer(node: ast.expr) -> bool:
+    """``explain_pointer(...)``: the entry's pointer that the printing code appends, not the message."""
+    return isinstance(node, ast.Call) and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) \
+        in POINTER_FUNCTIONS
+
+
 def message_parts(node: ast.expr, assigned: dict[str, ast.expr], depth: int = 0) -> list[Part]:
     """The message an expression builds, literal text and holes; an unreadable expression is one hole."""
+    if is_pointer(node):
+        return []
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
     if isinstance(node, ast.JoinedStr):
         parts: list[Part] = []
         for v in node.values:
-            parts += [v.value] if isinstance(v, ast.Constant) else [Hole(hole_name(v.value))]  # type: ignore[attr-defined]
+            if isinstance(v, ast.Constant):
+                parts.append(v.value)
+            elif not is_pointer(v.value):  # type: ignore[attr-defined]
+                parts.append(Hole(hole_name(v.value)))  # type: ignore[attr-defined]
         return merge(parts)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return merge(message_parts(node.left, assigned, depth) + message_parts(node.right, assigned, depth))
@@ -238,18 +316,6 @@ def scan(root: Path = ROOT) -> dict[tuple[str, str], Entry]:
     return entries
 
 
-def error_classes(root: Path = ROOT) -> dict[str, tuple[str, str]]:
-    """Class name -> (its bases, the first line of its docstring), for the harness's own errors."""
-    out: dict[str, tuple[str, str]] = {}
-    for path in sorted((root / "harness").rglob("*.py")):
-        for node in ast.walk(parsed(path)[1]):
-            if isinstance(node, ast.ClassDef) and re.search(r"(Error|Cannot|Missing|Called|Honoured|Rewritten|"
-                                                            r"Logprobs)$", node.name):
-                doc = (ast.get_docstring(node) or "").split("\n\n")[0].replace("\n", " ")
-                out[node.name] = (", ".join(ast.unparse(b) for b in node.bases), doc)
-    return out
-
-
 def load_causes(path: Path = CAUSES) -> dict[tuple[str, str], dict[str, str]]:
     import yaml
 
@@ -258,7 +324,8 @@ def load_causes(path: Path = CAUSES) -> dict[tuple[str, str], dict[str, str]]:
 
 
 def problems(entries: dict[tuple[str, str], Entry], causes: dict[tuple[str, str], dict[str, str]]) -> list[str]:
-    """What keeps the page and its data in step: a site without a cause, a cause without a site."""
+    """What keeps the page and its data in step: a site without a cause, a cause without a site, a cause that
+    is not a cause and a fix, or that names a key or group the page does not know."""
     out = [f"{m}:{entries[(m, k)].lines[0]}: no cause/fix in {CAUSES.name} for {k!r}"
            for m, k in entries if (m, k) not in causes]
     out += [f"{CAUSES.name}: {m}: {k!r} is raised nowhere any more (reworded or removed): update or delete it"
@@ -266,6 +333,120 @@ def problems(entries: dict[tuple[str, str], Entry], causes: dict[tuple[str, str]
     out += [f"{CAUSES.name}: {m}: {k!r} needs both a non-empty 'cause' and 'fix'"
             for (m, k), v in causes.items()
             if not isinstance(v, dict) or not str(v.get("cause", "")).strip() or not str(v.get("fix", "")).strip()]
+    out += [f"{CAUSES.name}: {m}: {k!r}: unknown key(s) {sorted(set(v) - CAUSE_KEYS)}; keys: {sorted(CAUSE_KEYS)}"
+            for (m, k), v in causes.items() if isinstance(v, dict) and set(v) - CAUSE_KEYS]
+    out += [f"{CAUSES.name}: {m}: {k!r}: group {v['group']!r}; groups: {', '.join(GROUP_IDS)}"
+            for (m, k), v in causes.items() if isinstance(v, dict) and "group" in v and v["group"] not in GROUP_IDS]
+    return out
+
+
+def group_of(module: str) -> str:
+    return next(g for prefix, g in MODULE_GROUPS if module.startswith(prefix))
+
+
+def fixed_text(parts: tuple[Part, ...]) -> tuple[str, ...]:
+    """The message's literal text between its placeholders, adjacent placeholders counted as one: what tells
+    two messages apart on a user's screen (``<field><value>`` and ``<value>`` print alike)."""
+    out, hole = [""], False
+    for p in parts:
+        if isinstance(p, str):
+            out[-1] += p
+            hole = False
+        elif not hole:
+            out.append("")
+            hole = True
+    return tuple(out)
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def only_placeholders(fixed: tuple[str, ...]) -> bool:
+    """Fewer than two words of fixed text (``<value>``, ``<path>: <exc>``, ``--headroom <exc>``): nothing a
+    user could recognise or search for."""
+    return len(re.findall(r"[A-Za-z]{2,}", "".join(fixed))) < 2
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def shorten(text: str, limit: int = 100) -> str:
+    """A heading's worth of ``text``: all of it when short, else up to its first clause break, else words."""
+    text = one_line(text)
+    if len(text) <= limit:
+        return text
+    for sep in ("; ", ". ", ": ", " ("):
+        i = text.find(sep, 30)
+        if 0 < i <= limit:
+            return text[:i] + " …"
+    return text[:text.rfind(" ", 0, limit)] + " …"
+
+
+def first_clause(cause: str) -> str:
+    return shorten(re.split(r"(?<=[\w`')])(?:; |\. )", one_line(cause))[0].rstrip("."), 110)
+
+
+@dataclass
+class Item:
+    """One entry of the page: a message as a user sees it, with every site that raises it."""
+
+    id: str
+    title: str  # markdown when it comes from a cause, else the message (plain text)
+    group: str
+    sites: list[Entry]
+    fixed: tuple[str, ...]
+    placeholder_only: bool
+    causes: list[tuple[list[str], str, str]]  # (where, cause, fix), one per distinct cause
+
+    @property
+    def message(self) -> str:
+        return self.sites[0].pattern
+
+    @property
+    def wraps(self) -> bool:
+        return all(e.wraps for e in self.sites)
+
+
+def items(entries: dict[tuple[str, str], Entry], causes: dict[tuple[str, str], dict[str, str]]) -> list[Item]:
+    """The page's entries, in its order: the scan's sites merged by the message a user sees."""
+    merged: dict[tuple, list[Entry]] = {}
+    for e in sorted(entries.values(), key=lambda e: (e.module, e.lines[0])):
+        fixed = fixed_text(e.parts)
+        merged.setdefault(("only", e.module, e.key) if only_placeholders(fixed) else ("text", fixed), []).append(e)
+    out = []
+    for key, sites in merged.items():
+        data = [causes.get((e.module, e.key), {}) for e in sites]
+        pinned = {k: next((str(d[k]) for d in data if d.get(k)), "") for k in ("title", "group", "id")}
+        distinct: dict[tuple[str, str], list[str]] = {}
+        for e, d in zip(sites, data):
+            pair = (one_line(str(d.get("cause", "MISSING"))), one_line(str(d.get("fix", "MISSING"))))
+            distinct.setdefault(pair, []).append(f"{e.module}:{e.lines[0]}")
+        only = key[0] == "only"
+        fixed = fixed_text(sites[0].parts)
+        if only:
+            stem = f"{Path(sites[0].module).stem} {sites[0].cls}"
+            digest = hashlib.sha1(f"{sites[0].module}\0{sites[0].key}".encode()).hexdigest()
+            title = pinned["title"] or first_clause(str(data[0].get("cause") or "no cause written yet"))
+        else:
+            stem = "".join(fixed)
+            digest = hashlib.sha1("\0".join(fixed).encode()).hexdigest()
+            title = pinned["title"] or shorten("…".join(fixed))  # values as …: the words a search matches
+        anchor = pinned["id"] or "-".join(words(stem)[:4] + [digest[:4]])
+        out.append(Item(anchor, title, pinned["group"] or group_of(sites[0].module), sites, fixed, only,
+                        [(where, cause, fix) for (cause, fix), where in distinct.items()]))
+    return sorted(out, key=lambda i: (GROUP_IDS.index(i.group), i.sites[0].module, i.sites[0].lines[0]))
+
+
+def id_problems(built: list[Item]) -> list[str]:
+    seen: dict[str, Item] = {}
+    out = []
+    for item in built:
+        if item.id in seen:
+            out.append(f"two entries have the anchor {item.id!r} ({seen[item.id].sites[0].key!r} and "
+                       f"{item.sites[0].key!r}): pin an 'id' for one in {CAUSES.name}")
+        seen[item.id] = item
     return out
 
 
@@ -274,49 +455,67 @@ def fence(text: str) -> str:
     return f"{ticks}text\n{text}\n{ticks}"
 
 
-def title(cls: str) -> str:
-    return {USAGE: "Usage lines (argparse, exits, stderr)",
-            MESSAGE: "Reasons other errors carry (a backend, server or artifact that cannot be used)"}.get(cls, cls)
+def escape(text: str) -> str:
+    """Plain text as markdown that shows it as is (a message in a heading: ``<name>``, ``*``, ``_``)."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([\\`*_{}\[\]#|!])", r"\\\1", text)
 
 
-def render(entries: dict[tuple[str, str], Entry], causes: dict[tuple[str, str], dict[str, str]],
-           classes: dict[str, tuple[str, str]]) -> str:
-    by_class: dict[str, list[Entry]] = {}
-    for e in entries.values():
-        by_class.setdefault(e.cls, []).append(e)
-    order = sorted(by_class, key=lambda c: (c != USAGE, c == MESSAGE, c.lower()))
+def kind(cls: str) -> str:
+    return {USAGE: "a usage line", MESSAGE: "a reason another error carries"}.get(cls, f"`{cls}`")
+
+
+def render(built: list[Item]) -> str:
+    counts = {g: sum(1 for i in built if i.group == g) for g in GROUP_IDS}
     out = [f"<!-- Generated by `{COMMAND}` from the harness's source and ci/troubleshooting_causes.yaml. -->",
            "<!-- Do not edit: change the message in the code or its cause/fix in the YAML, then regenerate. -->",
            "", "# Troubleshooting", "",
-           f"Every error message the harness can print, {len(entries)} of them, found in its source: paste the "
-           "fixed words of your error into the browser's find or the site search. A `<name>` in a message "
-           "stands for a value filled in at run time (a path, a model name, a number). Under pytest the "
-           "harness's configuration errors print as `ERROR: carbon-harness: <message>`; under the "
-           "`carbon-harness` command as `carbon-harness <command>: error: <message>`, exit status 2.", "",
-           "To look a pasted error up from a checkout: `python ci/troubleshooting.py --find '<the error>'`. "
-           "With `CARBON_HARNESS_TRACEBACK=1` set, `carbon-harness` prints where an error came from (its traceback) "
-           "before the one line, for a report.", ""]
-    for cls in order:
-        bases, doc = classes.get(cls, ("", ""))
-        out += [f"## {title(cls)}", ""]
-        if bases or doc:
-            out += [" ".join(x for x in (f"A subclass of `{bases}`." if bases else "", doc) if x), ""]
-        for e in sorted(by_class[cls], key=lambda e: (e.module, e.lines[0])):
-            c = causes.get((e.module, e.key), {})
-            where = ", ".join(f"{e.module}:{n}" for n in e.lines)
-            out += [fence(e.pattern), "", f"Source: `{where}`.", "",
-                    f"- **Cause:** {str(c.get('cause', 'MISSING')).strip()}",
-                    f"- **Fix:** {str(c.get('fix', 'MISSING')).strip()}", ""]
+           f"Every error message the harness can print, {len(built)} of them, found in its source, each under its "
+           "own heading, grouped by what you were doing. A `<name>` in a message stands for a value filled in at "
+           "run time (a path, a model name, a number).", "",
+           "**From an error you have:** `carbon-harness explain '<the error, or any part of it>'` prints its entry "
+           "(what causes it, what to do, its anchor here); the site search finds it from the message's words "
+           "too. Every error `carbon-harness` prints ends with its entry's anchor, as in "
+           "`(carbon-harness explain: docs/troubleshooting.md#vllm-server-not-ready-...)`; so do the plugin's "
+           "`ERROR: carbon-harness: ...` lines under pytest. Under the command an error prints as "
+           "`carbon-harness <command>: error: <message>`, exit status 2. With `CARBON_HARNESS_TRACEBACK=1` set, "
+           "`carbon-harness` prints where an error came from (its traceback) before that line, for a report.", "",
+           "| What you were doing | Messages |", "| --- | --- |"]
+    out += [f"| [{title}](#{g}) | {counts[g]} |" for g, title, _ in GROUPS if counts[g]]
+    out.append("")
+    for g, title, about in GROUPS:
+        if not counts[g]:
+            continue
+        out += [f"## {escape(title)} {{#{g}}}", "", about, ""]
+        for item in (i for i in built if i.group == g):
+            heading = item.title if item.placeholder_only else escape(item.title)
+            out += [f"### {heading} {{#{item.id}}}", "", fence(item.message), ""]
+            if item.placeholder_only:
+                out += ["The message has no fixed words: all of it is made at run time (another error's text "
+                        "passed on, or a report's own lines). The heading is its cause.", ""]
+            if len(item.causes) == 1:
+                _, cause, fix = item.causes[0]
+                out += [f"**Cause:** {cause}", "", f"**What to do:** {fix}", ""]
+            else:
+                out += ["**Cause and what to do**, by where it is raised:", ""]
+                out += [f"- `{', '.join(where)}`: {cause} *What to do:* {fix}" for where, cause, fix in item.causes]
+                out.append("")
+            sites = "; ".join(f"`{e.module}:{', '.join(map(str, e.lines))}` ({kind(e.cls)})" for e in item.sites)
+            out += [f"Raised at {sites}.", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
-def find(message: str, entries: dict[tuple[str, str], Entry]) -> Entry | None:
-    """The entry a pasted error is: the matching pattern with the most fixed text, preferring an entry that
-    states the error over one that only wraps another's message (``carbon-harness plan: error: <exc>``).
-    A pattern that is all placeholder matches anything and is never chosen."""
-    text = message.strip()
-    best = [e for e in entries.values() if e.literal >= 8 and e.regex().search(text)]
-    return max(best, key=lambda e: (not e.wraps, e.literal), default=None)
+def data(built: list[Item]) -> str:
+    """What ``carbon-harness explain`` reads (``harness.core.troubleshooting``): one entry a line."""
+    rows = [json.dumps({"id": i.id, "title": one_line(i.title), "group": i.group, "message": i.message,
+                        "fixed": list(i.fixed), "placeholder_only": i.placeholder_only, "wraps": i.wraps,
+                        "sites": [f"{e.module}:{e.lines[0]} ({e.cls})" for e in i.sites],
+                        "causes": [{"where": where, "cause": cause, "fix": fix} for where, cause, fix in i.causes]},
+                       ensure_ascii=False) for i in built]
+    head = {"generated_by": COMMAND, "page": PAGE.relative_to(ROOT).as_posix(),
+            "groups": {g: title for g, title, _ in GROUPS}}
+    return ("{\n" + "\n".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in head.items())
+            + '\n"entries": [\n' + ",\n".join(rows) + "\n]\n}\n")
 
 
 def stubs(missing: list[Entry]) -> str:
@@ -328,35 +527,34 @@ def stubs(missing: list[Entry]) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 
+def outputs(root: Path = ROOT) -> tuple[list[str], dict[Path, str]]:
+    """The problems of the data, and the page and data file as they must be."""
+    entries, causes = scan(root), load_causes(root / CAUSES.relative_to(ROOT))
+    built = items(entries, causes)
+    return problems(entries, causes) + id_problems(built), {PAGE: render(built), DATA: data(built)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"rewrite {PAGE.relative_to(ROOT)}")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale or the data incomplete")
+    parser.add_argument("--write", action="store_true",
+                        help=f"rewrite {PAGE.relative_to(ROOT)} and {DATA.relative_to(ROOT)}")
+    parser.add_argument("--check", action="store_true", help="exit 1 if they are stale or the data incomplete")
     parser.add_argument("--missing", action="store_true", help="print YAML stubs for sites without a cause")
-    parser.add_argument("--find", metavar="MESSAGE", help="print the entry a pasted error message matches")
     args = parser.parse_args(argv)
-    entries, causes = scan(), load_causes()
-    if args.find is not None:
-        e = find(args.find, entries)
-        if e is None:
-            print("no entry matches; search docs/troubleshooting.md for a few fixed words of it", file=sys.stderr)
-            return 1
-        c = causes.get((e.module, e.key), {})
-        print(f"{e.key}\n  at {e.module}:{e.lines[0]}\n  cause: {c.get('cause')}\n  fix: {c.get('fix')}")
-        return 0
     if args.missing:
+        entries, causes = scan(), load_causes()
         print(stubs([e for k, e in entries.items() if k not in causes]), end="")
         return 0
-    bad = problems(entries, causes)
-    page = render(entries, causes, error_classes())
-    if args.write:
-        tmp = PAGE.with_suffix(".md.tmp")
-        PAGE.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(PAGE)
-        print(f"wrote {PAGE.relative_to(ROOT)}: {len(entries)} entries", file=sys.stderr)
-    elif not PAGE.is_file() or PAGE.read_text(encoding="utf-8") != page:
-        bad.append(f"{PAGE.relative_to(ROOT)} is stale: run `{COMMAND}`")
+    bad, files = outputs()
+    for path, text in files.items():
+        if args.write:
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+            print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
+        elif not path.is_file() or path.read_text(encoding="utf-8") != text:
+            bad.append(f"{path.relative_to(ROOT)} is stale: run `{COMMAND}`")
     for line in bad:
         print(line, file=sys.stderr)
     return 1 if bad else 0

@@ -28,6 +28,7 @@ from harness.core.options import (
     parse_shape,
 )
 from harness.core.spec import MODELS, get_model
+from harness.core.troubleshooting import PointingParser, explain_pointer
 
 
 def model_with_rope_scaling(model: str, rope_scaling: str | None):
@@ -155,7 +156,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="carbon-harness", description=__doc__.splitlines()[0])
+    parser = PointingParser(prog="carbon-harness", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("checkpoint", help="write a synthetic Carbon checkpoint (real architecture, seeded weights)")
@@ -197,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_cost)
     from harness.analysis.cli import add_parsers as add_analysis_commands
+    from harness.core.explain import add_parser as add_explain
     from harness.core.vllm_neuron import add_parser as add_vllm_serve
     from harness.release.cli import add_parser as add_release_check
     from harness.release.nxdi_source import add_parser as add_nxdi_source
@@ -207,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_release_check(sub)
     add_nxdi_source(sub)
     add_contract_zoo(sub)
+    add_explain(sub)
     return parser
 
 
@@ -221,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         if os.environ.get("CARBON_HARNESS_TRACEBACK"):  # where an error came from, for a report
             traceback.print_exc()
-        print(f"carbon-harness {args.command}: error: {exc}", file=sys.stderr)
+        print(f"carbon-harness {args.command}: error: {exc}{explain_pointer(exc)}", file=sys.stderr)
         return 2
 
 

@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.spec import SCORING_SHAPES, RunShape, get_shape
+from harness.core.troubleshooting import PointingParser, explain_pointer
 from harness.core.vocab import NUM_KMERS
 
 COMPILATION_TIMEOUT_S = 1800  # the 8B's buckets exceed the 600 s default on trn2.3xlarge
@@ -250,13 +251,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python -m harness.core.vllm_neuron``: ``carbon-harness vllm-serve`` without the rest of the CLI (which
     imports torch): what ci/scripts/vllm-serve.sh runs, seconds sooner at every server start."""
-    parser = argparse.ArgumentParser(prog="python -m harness.core.vllm_neuron")
+    parser = PointingParser(prog="python -m harness.core.vllm_neuron")
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
         return cmd_vllm_serve(args)
     except (ValueError, OSError) as exc:
-        print(f"vllm-serve: error: {exc}", file=sys.stderr)
+        print(f"vllm-serve: error: {exc}{explain_pointer(exc)}", file=sys.stderr)
         return 2
 
 

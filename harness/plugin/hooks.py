@@ -14,6 +14,7 @@ import pytest
 
 from harness.core.errors import BackendError
 from harness.core.options import parse_positive_float, parse_positive_int, parse_runs, parse_warmup
+from harness.core.troubleshooting import explain_pointer
 from harness.plugin.keys import SESSION_KEY, UNGATED_KEY
 from harness.session.config import make_config
 from harness.session.engines import Session
@@ -121,7 +122,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) 
 
     message = misread_path_error(early_config, args)
     if message:
-        raise pytest.UsageError(message)
+        raise pytest.UsageError(message + explain_pointer(message))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -160,7 +161,7 @@ def pytest_configure(config: pytest.Config) -> None:
         limit_torch_threads(harness_config)
         check_backend_available(harness_config, connect=not config.option.collectonly)
     except (ValueError, OSError, BackendError) as exc:
-        raise pytest.UsageError(f"carbon-harness: {exc}") from None
+        raise pytest.UsageError(f"carbon-harness: {exc}{explain_pointer(exc)}") from None
     config.stash[SESSION_KEY] = Session(harness_config, progress=terminal_progress(config))
 
 
