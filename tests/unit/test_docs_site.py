@@ -11,7 +11,9 @@ about 3 s on the 2-core CI box."""
 
 from __future__ import annotations
 
+import html
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -22,6 +24,7 @@ import pytest
 
 from harness.release.children import child_env
 from tests.helpers import REPO
+from tests.pasted_errors import FOUR, pasted
 
 pytestmark = pytest.mark.unit
 
@@ -105,3 +108,72 @@ def test_a_broken_link_and_a_broken_anchor_fail_the_build(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode != 0, out
     assert "no-such-page.md" in out and "no-such-heading" in out, out
+
+
+# Material's own search worker (lunr and its query handling) run in node on a built site's index, fed the way the
+# page feeds it, through docs/javascripts/search-paste.js: prints, per query, the locations of the best sections.
+MATERIAL_SEARCH_JS = r"""
+const fs = require("fs"); const path = require("path");
+const [site, queriesFile, pasteJs] = process.argv.slice(2);
+const dir = path.join(site, "assets/javascripts/workers");
+const workerJs = fs.readdirSync(dir).find(f => /^search\..*\.min\.js$/.test(f));
+let handler = null; const out = [];
+globalThis.self = globalThis;
+globalThis.addEventListener = (type, fn) => { handler = fn; };
+globalThis.postMessage = (m) => out.push(m);
+globalThis.importScripts = () => {};
+eval(fs.readFileSync(path.join(dir, workerJs), "utf8"));
+globalThis.Worker = class { postMessage(message) { this.sent = handler({ data: message }); } };
+eval(fs.readFileSync(pasteJs, "utf8"));
+const index = JSON.parse(fs.readFileSync(path.join(site, "search/search_index.json"), "utf8"));
+(async () => {
+  const w = new Worker();
+  w.postMessage({ type: 0, data: { config: index.config, docs: index.docs, options: { suggest: false } } });
+  await w.sent;
+  const results = [];
+  for (const q of JSON.parse(fs.readFileSync(queriesFile, "utf8"))) {
+    out.length = 0;
+    w.postMessage({ type: 2, data: q });
+    await w.sent;
+    const items = (out[0] && out[0].data && out[0].data.items) || [];
+    results.push(items.flat().sort((a, b) => b.score - a.score).slice(0, 3).map(s => s.location));
+  }
+  console.log(JSON.stringify(results));
+})();
+"""
+
+
+@pytest.mark.parametrize("name", FOUR)
+def test_the_search_index_holds_each_pasted_errors_entry(built, name, tmp_path, capsys):
+    """Each entry is its own section of the index, at its anchor, titled with the message's fixed words (values
+    shown as …) and holding the whole message with its placeholders."""
+    whole, _, entry = pasted(name, tmp_path, capsys)
+    index = json.loads((built / "search" / "search_index.json").read_text())
+    found = [d for d in index["docs"] if d["location"] == f"troubleshooting/#{entry.id}"]
+    assert len(found) == 1, f"no section at troubleshooting/#{entry.id}"
+    title, text = (html.unescape(re.sub(r"<[^>]+>", "", found[0][k])) for k in ("title", "text"))
+    assert title == entry.title and entry.message.strip() in text
+    fixed = {w for part in entry.fixed for w in re.findall(r"[a-z0-9]+", part.lower())}
+    assert fixed and fixed <= set(re.findall(r"[a-z0-9]+", whole.lower()))  # the paste's words are the title's
+    assert fixed <= set(re.findall(r"[a-z0-9]+", title.lower()))
+
+
+def test_site_search_ranks_the_entry_first_for_each_pasted_error(built, tmp_path, capsys):
+    """The issue's test, in material's own search code: each of the four errors pasted whole (as printed:
+    a prefix, a path ending in ``:``, the anchor the line ends with), and as a fragment, finds its entry first."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: material's search worker is JavaScript (the index is checked above)")
+    cases = []
+    for name in FOUR:
+        (tmp_path / name).mkdir()
+        cases.append(pasted(name, tmp_path / name, capsys))
+    queries = [q for whole, fragment, _ in cases for q in (whole, fragment)]
+    (tmp_path / "queries.json").write_text(json.dumps(queries))
+    (tmp_path / "search.js").write_text(MATERIAL_SEARCH_JS)
+    r = subprocess.run([node, str(tmp_path / "search.js"), str(built), str(tmp_path / "queries.json"),
+                        str(DOCS / "javascripts" / "search-paste.js")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    tops = json.loads(r.stdout.strip().splitlines()[-1])
+    want = [f"troubleshooting/#{entry.id}" for _, _, entry in cases for _ in (0, 1)]
+    assert [t[0] if t else None for t in tops] == want, list(zip(queries, tops))
