@@ -11,13 +11,19 @@ import-linter layer).
 
 How a pasted text finds its entry (``find``): an anchor or id in it (``troubleshooting.md#<id>``, what the
 printed pointer names) is that entry. Otherwise each entry is scored by the words of its fixed text (the
-message without its run-time values) that the paste holds, in order and in runs (``difflib``'s matching
-blocks), each word weighted by how rare it is among the messages, so that ``unknown model`` outweighs
-``must be``; the paste's first and last word may be cut (a fragment). The highest score wins; ties go to the
-entry the whole paste matches (its fixed text in order, the values anywhere), then to one that states the
-error rather than wrapping another's (``carbon-harness plan: error: <exc>``), then to the more specific. A
-paste of which the best entry explains less than half (by weight) matches nothing: a message from outside
-the harness (Python's, the OS's) is not forced onto an entry.
+message without its run-time values) that the paste holds in the same order (``difflib``'s matching blocks),
+each word weighted by how rare it is among the messages, so that ``unknown model`` outweighs ``must be``, and
+a word with a digit in it (``trn2``, ``bf16``: most often a value) counts a quarter. Within the best run of
+matched words, words that one side has where the other has neither the same words nor a value count against
+it; before and after the run the paste may hold anything (a ``carbon-harness plan: error:`` prefix, a log).
+The paste's first and last word may be cut (a fragment). The highest score wins; ties go to the entry the
+whole paste matches (its fixed text in order, the values anywhere), then to one that states the error rather
+than wrapping another's (``carbon-harness plan: error: <exc>``), then to the more specific. An entry matches
+only with at least two words of weight ``MIN_WEIGHT`` and mismatches costing under half of that: a message
+from outside the harness (Python's, the OS's) is not forced onto an entry.
+
+At print time (``explain_pointer``) the whole message is at hand, so the lookup is stricter (``find_whole``):
+an entry whose fixed text the message holds, in order.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ ANCHOR = re.compile(r"troubleshooting(?:\.md|/)?#([a-z0-9-]+)")
 MIN_WORDS = 2  # an entry explains at least two of the pasted words,
 MIN_WEIGHT = 6.0  # ... as much as two rare words or four common ones (``is not a`` is not enough),
 MIN_SHARE = 0.5  # ... and mismatches cost it at most half of that
-DIGIT_WEIGHT = 0.25
+DIGIT_WEIGHT = 0.25  # a word with a digit in it
 
 
 def words(text: str) -> list[str]:
