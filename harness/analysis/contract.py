@@ -49,7 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.threeway import TIERS, Aligned, Criterion, Finding, Spread, margin_noise, spread
+from harness.analysis.threeway import (TIERS, Aligned, Criterion, Finding, PaddedSpread, Spread, margin_noise,
+                                      padded_spread, spread)
 from harness.core.scored import ScoredToken
 from harness.core.contract_format import CONTRACT_SCHEMA, KINDS, probe_ids  # noqa: F401 (the format's API)
 from harness.core.paths import REPO_ROOT
@@ -68,7 +69,7 @@ def _positive(path: Path, where: str, value: Any) -> float:
 
 
 CRITERION_KEYS = {"sigma_ratio", "tier_factor", "tie_factor", "fns_sigma_ratio", "sigma_floor", "abs_floor",
-                  "margin_floor", "sigma_tokens"}
+                  "margin_floor", "position_ratio", "pad_factor", "sigma_tokens"}
 
 
 def load_tolerances(path: Path = TOLERANCES_FILE) -> dict[str, Criterion]:
@@ -105,6 +106,8 @@ def load_tolerances(path: Path = TOLERANCES_FILE) -> dict[str, Criterion]:
                                _positive(path, f"{dtype}.sigma_floor", entry["sigma_floor"]),
                                _positive(path, f"{dtype}.abs_floor", entry["abs_floor"]),
                                _positive(path, f"{dtype}.margin_floor", entry["margin_floor"]),
+                               _positive(path, f"{dtype}.position_ratio", entry["position_ratio"]),
+                               _positive(path, f"{dtype}.pad_factor", entry["pad_factor"]),
                                int(_positive(path, f"{dtype}.sigma_tokens", entry.get("sigma_tokens", 50))))
     for dtype, target in aliases.items():
         if target not in out:
@@ -171,6 +174,7 @@ class SideJudgement:
     tie_allowance: float
     margin_noise: float = 0.0  # the yardstick's: the largest change it makes to the reference's margin
     spreads: list[Spread] = field(default_factory=list)
+    padded: PaddedSpread | None = None
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -182,7 +186,9 @@ class SideJudgement:
         return {"who": self.who, "backend": self.backend, "dtype": self.dtype, "yardstick": self.yardstick,
                 "criterion": self.criterion.__dict__ | {"tier_factor": dict(self.criterion.tier_factor)},
                 "tie_allowance": self.tie_allowance, "margin_noise": self.margin_noise, "passed": self.passed,
-                "spreads": [s.to_dict() for s in self.spreads], "findings": [f.describe() for f in self.findings],
+                "spreads": [s.to_dict() for s in self.spreads],
+                "padded": self.padded.to_dict() if self.padded else None,
+                "findings": [f.describe() for f in self.findings],
                 "notes": self.notes}
 
 
@@ -199,6 +205,7 @@ def judge_side(who: str, target: Mapping[str, Any], reference: Mapping[str, Any]
     out = SideJudgement(who, str(target.get("backend")), str(target.get("dtype")),
                         str(yardstick.get("computed_by", "?")), crit, tie, noise)
     out.findings += side_checks.tokenization(target, reference)
+    out.notes += same_code(target, reference, yardstick)
     for a in aligned:
         s = spread(a, crit, tie)
         out.spreads.append(s)
@@ -208,7 +215,52 @@ def judge_side(who: str, target: Mapping[str, Any], reference: Mapping[str, Any]
     found, notes = side_checks.pad_and_eos(target, reference, tie)
     out.findings += found + side_checks.padded_row(target, reference, tie)
     out.notes += notes
+    cut = next((a for a in aligned if a.kind == "cut"), None)
+    rows, missing = padded_rows(target, cut)
+    if rows:
+        out.padded = padded_spread(rows, crit)
+        out.findings += out.padded.findings
+    elif cut is not None:
+        out.notes.append(f"padded rows not scored by log-probabilities ({missing or 'none supplied'}); "
+                         "only their greedy tokens were compared")
     return out
+
+
+def same_code(target: Mapping[str, Any], reference: Mapping[str, Any], yardstick: Mapping[str, Any]
+              ) -> list[str]:
+    """Where a side runs the very code it is judged by (transformers of the check's version, in the
+    yardstick's dtype or as the fp32 reference), its figures compare that code with itself: say so."""
+    stack, dtype = target.get("stack"), target.get("dtype")
+    if not stack:
+        return []
+    for role, other in (("yardstick", yardstick), ("reference", reference)):
+        label = str(other.get("computed_by", ""))
+        if label.startswith(f"{stack} {dtype} (prefill + decode"):
+            return [f"runs the {role}'s own code ({label}), so its {dtype} leg compares that code with "
+                    "itself: a defect shared with the check's transformers cannot show there"
+                    + ("; an fp32 leg (--dtype fp32) is what can" if dtype != "fp32" else "")]
+    return []
+
+
+def padded_rows(target: Mapping[str, Any], cut: Aligned | None) -> tuple[list[tuple], str]:
+    """(prompt, position, padded, unpadded, reference, yardstick) of every padded row the side scored, and
+    why it scored none (``rows_not_measured``)."""
+    if cut is None:
+        return [], ""
+    by = {(n, pos): (t, r, y) for n, pos, t, r, y in cut.rows}
+    out, why = [], ""
+    for p in target["prompts"]:
+        padded, seq = p.get("padded") or {}, p.get("sequences", {}).get("cut")
+        why = why or padded.get("rows_not_measured", "")
+        if not padded.get("rows") or seq is None:
+            continue
+        if len(padded["rows"]) != len(seq["rows"]):
+            raise ContractError(f"prompt {p['name']!r}: {len(padded['rows'])} padded rows for {len(seq['rows'])} "
+                                "unpadded cut rows; the padded row scores the same tokens")
+        for j, row in enumerate(padded["rows"]):
+            t, r, y = by[(p["name"], seq["from"] + j)]
+            out.append((p["name"], seq["from"] + j, ScoredToken.from_list(row), t, r, y))
+    return out, why
 
 
 @dataclass(frozen=True)
@@ -244,8 +296,9 @@ class ContractResult:
             return ["### Output contract", ""] + [f"- {n}" for n in self.reasons + self.notes] + [""]
         lines = ["### Output contract (each side and its yardstick against the fp32 transformers reference)", "",
                  f"Greedy tokens identical between the sides on {self.identical} of {self.prompts} DNA prompts.", "",
-                 "| side | dtype | yardstick | sequence | positions | σ ratio | top-5 | top-50 | top-1000 | all | "
-                 "top-1 | near-tie | FNS σ ratio | |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                 "| side | dtype | yardstick | sequence | positions | σ ratio | largest per position | top-5 | top-50 | "
+                 "top-1000 | all | top-1 | near-tie | FNS σ ratio | |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for side in self.sides:
             c = side.criterion
             for s in side.spreads:
@@ -253,10 +306,19 @@ class ContractResult:
                          for k, t in s.tiers.items()]
                 fns = f"{s.fns_ratio:.3g} (≤{c.fns_sigma_ratio:g})" if s.fns_ratio is not None else "-"
                 mark = "FAIL" if s.findings else "ok"
+                where = f" at {s.position_at[0]} {s.position_at[1]}" if s.position_at else ""
                 lines.append(f"| {side.who} ({side.backend}) | {side.dtype} | {side.yardstick} | {s.kind} | "
-                             f"{s.positions} | {s.ratio:.3g} (≤{c.sigma_ratio:g}) | {' | '.join(tiers)} | "
+                             f"{s.positions} | {s.ratio:.3g} (≤{c.sigma_ratio:g}) | "
+                             f"{s.position_ratio:.3g} (≤{c.position_ratio:g}){where} | {' | '.join(tiers)} | "
                              f"{s.top1_agree}/{s.top1_checked} | {side.tie_allowance:.3g} | {fns} | {mark} |")
-        lines += ["", "σ ratio: rms(side − fp32) / rms(yardstick − fp32); top-k: the largest |side − fp32| over the "
+        for side in self.sides:
+            if side.padded is not None:
+                at = f" at {side.padded.at[0]} {side.padded.at[1]}" if side.padded.at else ""
+                lines.append(f"\nPadded rows of {side.who}: rms(padded − unpadded) over the yardstick's rounding, "
+                             f"largest {side.padded.ratio:.3g} (≤{side.criterion.pad_factor:g}){at} over "
+                             f"{side.padded.positions} positions.")
+        lines += ["", "σ ratio: rms(side − fp32) / rms(yardstick − fp32), pooled and (largest per position) at each "
+                  "position; top-k: the largest |side − fp32| over the "
                   "top-k ids / the yardstick's; near-tie: nats of reference margin below which a top-1 may differ."]
         lines += [""] + [f"- {n}" for n in self.reasons + self.notes]
         return lines + [""]
@@ -305,4 +367,18 @@ def judge_contract(sides: Mapping[str, Mapping[str, Any]], expected: Mapping[str
         out.notes += [f"the {who}: {n}" for n in judged.notes]
     if {"baseline", "candidate"} <= set(sides):
         out.divergences, out.identical = between(sides["baseline"], sides["candidate"])
+    out.notes += legs_note({who: str(c.get("dtype")) for who, c in sides.items()})
     return out
+
+
+def legs_note(dtypes: Mapping[str, str]) -> list[str]:
+    """Which leg the contract ran (the sides' dtypes), and what a leg that did not run would add: bf16 is
+    held to bf16 rounding, so a defect smaller than that (a 1% attention scale late in decode) shows only
+    in an fp32 leg; a device stack without fp32 has no such leg, and the verdict says that is why."""
+    legs = sorted(set(dtypes.values()))
+    ran = ", ".join(f"{who} {dtype}" for who, dtype in dtypes.items())
+    if "fp32" in legs:
+        return [f"contract legs: {ran}; the fp32 leg holds each side to fp32's spread between correct stacks"]
+    return [f"contract legs: {ran}; no fp32 leg ran: a defect below bf16 rounding cannot show here; run the check "
+            "again with --dtype fp32 where the stack offers fp32 (transformers, NxDI's CPU mode, vLLM's CPU build, a "
+            "small device shape)"]

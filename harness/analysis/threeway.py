@@ -10,6 +10,10 @@ what correct bf16 does to this model's logits (flat or peaked), and an fp32 side
 - tiers (as NxDI's logit validation: top-5 / 50 / 1000 / all): the largest |target - reference| over the
   reference's and the target's top-k ids, at most ``factor`` x the yardstick's largest over its own;
   "all" adds the contract's probe ids spread over the whole vocabulary;
+- per position: each position's rms difference (its token and the reference's top ``sigma_tokens``)
+  over the yardstick's there, floored by the yardstick's pooled sigma, at most ``position_ratio``: a
+  defect confined to a few positions (a KV slot dropped late in decode) is diluted by the pooled sigma
+  over every position of every prompt, never by this one; the verdict names where it is largest;
 - near-tie allowance: ``tie_factor`` x the largest change the yardstick makes to the reference's
   top-1 / top-2 margin; a top-1 that differs from the reference's where the reference's margin is
   wider fails.
@@ -43,6 +47,8 @@ class Criterion:
     sigma_floor: float  # nats rms: the least spread a yardstick is credited with
     abs_floor: float  # nats: the least largest-difference a yardstick is credited with (the tiers)
     margin_floor: float  # nats: the least margin noise
+    position_ratio: float  # the largest per-position sigma ratio a correct stack may show (x headroom)
+    pad_factor: float  # a padded row's per-position rms difference from its unpadded run, over the yardstick's
     sigma_tokens: int = 50
 
 
@@ -54,9 +60,11 @@ class Finding:
     prompt: str
     position: int | None
     detail: str
+    at: str = "first"  # "first": where it first breaks; "largest": where a per-position figure peaks
 
     def describe(self) -> str:
-        where = f"prompt {self.prompt}" + (f", first at position {self.position}" if self.position is not None else "")
+        where = f"prompt {self.prompt}" + (f", {self.at} at position {self.position}" if self.position is not None
+                                           else "")
         return f"{self.criterion}: {self.detail} ({where})"
 
 
@@ -118,6 +126,8 @@ class Spread:
     top1_checked: int
     top1_agree: int
     fns_ratio: float | None = None
+    position_ratio: float = 0.0  # the largest per-position sigma ratio
+    position_at: tuple[str, int] | None = None  # (prompt, position) where it is largest
     target_margin_change: float = 0.0  # the largest change the target makes to the reference's margin
     findings: list[Finding] = field(default_factory=list)
 
@@ -165,15 +175,23 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
     ratio = sigma_t / floor_y
     out = Spread(a.kind, len(a.rows), sigma_t, sigma_y, ratio, {}, tie, 0, 0,
                  target_margin_change=margin_change([(t, r) for _, _, t, r, _ in a.rows]))
+    per_position = [(n, p, _rms(dt) / max(_rms(dy), floor_y)) for n, p, dt, dy in ids_sigma if dt]
+    if per_position:
+        name, pos, worst = max(per_position, key=lambda x: x[2])
+        out.position_ratio, out.position_at = worst, (name, pos)
+        if worst > crit.position_ratio:
+            out.findings.append(Finding(f"per-position sigma ratio ({a.kind})", name, pos,
+                                        f"rms(target - fp32) / rms(yardstick - fp32) at one position = {worst:.3g} > "
+                                        f"{crit.position_ratio:g} (pooled sigma ratio {ratio:.3g})", "largest"))
     if ratio > crit.sigma_ratio:
-        bound = crit.sigma_ratio * floor_y
-        over = [(n, p, _rms(dt)) for n, p, dt, _ in ids_sigma if _rms(dt) > bound]
-        worst = max(((n, p, _rms(dt)) for n, p, dt, _ in ids_sigma), key=lambda x: x[2])
-        name, pos, value = over[0] if over else worst
+        # named where the position's own ratio peaks: where the defect is, not the first position whose
+        # rounding happens to exceed the pooled bound
+        name, pos = out.position_at or (a.rows[0][0], a.rows[0][1])
+        value = next(_rms(dt) for n, p, dt, _ in ids_sigma if (n, p) == (name, pos))
         out.findings.append(Finding(f"sigma ratio ({a.kind})", name, pos,
                                     f"sigma(target - fp32) / sigma(yardstick - fp32) = {sigma_t:.3g} / {floor_y:.3g} "
                                     f"= {ratio:.3g} > {crit.sigma_ratio:g}; the position's rms difference "
-                                    f"{value:.3g} nats"))
+                                    f"{value:.3g} nats", "largest"))
     probes = all(t.probes and r.probes and y.probes for _, _, t, r, y in a.rows) and bool(a.rows)
     for tier in TIERS:
         if not a.rows or not all(tier_available(t, tier, probes) for _, _, t, _, _ in a.rows):
@@ -220,6 +238,47 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
             out.findings.append(Finding(f"FNS sigma ratio ({a.kind})", name, pos,
                                         f"per-base log-marginals: sigma ratio {out.fns_ratio:.3g} > "
                                         f"{crit.fns_sigma_ratio:g}; rms difference {value:.3g} there"))
+    return out
+
+
+@dataclass
+class PaddedSpread:
+    """A side's padded rows against its own unpadded ``cut`` rows, position by position."""
+
+    positions: int
+    ratio: float  # the largest per-position rms(padded - unpadded) / the yardstick's rounding there
+    at: tuple[str, int] | None
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"positions": self.positions, "ratio": self.ratio, "at": list(self.at) if self.at else None,
+                "findings": [f.describe() for f in self.findings]}
+
+
+def padded_spread(rows: Sequence[tuple[str, int, ScoredToken, ScoredToken, ScoredToken, ScoredToken]],
+                  crit: Criterion) -> PaddedSpread:
+    """``rows``: (prompt, position, padded, unpadded, reference, yardstick). A padded row runs other kernel
+    shapes than the unpadded one, so it may differ by rounding: at most ``pad_factor`` x what the yardstick's
+    rounding does at that position (floored by its pooled sigma over the rows and ``sigma_floor``), over
+    the position's token and the reference's top ``sigma_tokens``. A decode that ignores the padding mask
+    attends to pad slots and moves every later position by far more, even where the greedy tokens survive."""
+    per: list[tuple[str, int, float, float]] = []
+    for name, pos, padded, unpadded, r, y in rows:
+        ids = sorted({r.token} | {i for i, _ in r.top[:crit.sigma_tokens]})
+        dp = [d for i in ids if (d := delta(padded, unpadded, i)) is not None]
+        dy = [d for i in ids if (d := delta(y, r, i)) is not None]
+        if dp:
+            per.append((name, pos, _rms(dp), _rms(dy)))
+    pooled = max(_rms([v for *_, _, v in per]), crit.sigma_floor)
+    ratios = [(n, p, d / max(y, pooled)) for n, p, d, y in per]
+    if not ratios:
+        return PaddedSpread(0, 0.0, None)
+    name, pos, worst = max(ratios, key=lambda x: x[2])
+    out = PaddedSpread(len(ratios), worst, (name, pos))
+    if worst > crit.pad_factor:
+        out.findings.append(Finding("padded-row log-probs (cut)", name, pos,
+                                    f"rms(padded - unpadded) over the yardstick's rounding there = {worst:.3g} > "
+                                    f"{crit.pad_factor:g}", "largest"))
     return out
 
 

@@ -119,6 +119,15 @@ def scored_from_logits(logits: torch.Tensor, tokens: Sequence[int], top_k: int, 
     return out
 
 
+def padded_scores(engine: "Engine", prompt: Sequence[int], continuation: Sequence[int], pad: int, pad_id: int,
+                  top_k: int, probe_ids: Sequence[int] = ()) -> list[ScoredToken]:
+    """``Engine.score_padded`` for an engine whose ``continuation_logits`` prefills and decodes a padded
+    batch as it is (transformers, NxDI)."""
+    batch = Batch(torch.tensor([[*prompt, *[pad_id] * pad]]), torch.tensor([[1] * len(prompt) + [0] * pad]))
+    logits = engine.continuation_logits(batch, torch.tensor([list(continuation)]))
+    return scored_from_logits(logits, continuation, top_k, probe_ids)
+
+
 def fns_log_marginals(logits: torch.Tensor) -> list[list[float]]:
     """Per row of logits ``[N, V]``, the 24 FNS log-marginals log P(base b at 6-mer position j) (j-major,
     bases A C G T), from a softmax over the 6-mer block (``harness.carbon.fns``)."""
@@ -197,6 +206,17 @@ class Engine(abc.ABC):
         ``continuation_logits``; a server that returns only its top-N overrides it (no probes)."""
         logits = self.continuation_logits(Batch.from_ids([list(prompt)]), torch.tensor([list(continuation)]))
         return scored_from_logits(logits, continuation, top_k, probe_ids), fns_log_marginals(logits) if fns else None
+
+    def score_padded(self, prompt: Sequence[int], continuation: Sequence[int], pad: int, pad_id: int, top_k: int,
+                     probe_ids: Sequence[int] = ()) -> list[ScoredToken]:
+        """``score`` of ``prompt`` as a padded row (right-padded with ``pad`` ids ``pad_id``, attention
+        mask 0 there, as ``generate_padded``): the contract compares it position by position with the
+        unpadded rows, so a stack whose decode ignores the padding mask shows even where the greedy
+        tokens survive it. Only an engine whose ``continuation_logits`` runs a padded batch through its
+        own prefill and decode says so by overriding this (``padded_scores``); the default full pass
+        drops the padding, which would compare the unpadded row with itself."""
+        raise BackendCannot(f"{type(self).__name__} does not score a padded row (a server never pads: its "
+                            "batched rows are concurrent requests)")
 
     def generate_until_eos(self, prompt: Sequence[int], max_new_tokens: int, eos_token_id: int) -> list[int]:
         """Greedy tokens of one prompt through the stack's own stopping rule with ``eos_token_id`` as

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector
+from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector, padded_scores
 from harness.backends.device import DeviceClock, device_clock_for
 from harness.carbon.fns import KMER_START, KMERS
 from harness.core.errors import BackendError
@@ -259,6 +259,10 @@ class HFEngine(Engine):
         self.reset()
         logits = torch.stack(steps, dim=1)  # [B, N, V]
         return logits.reshape(-1, logits.shape[-1]).cpu()
+
+    def score_padded(self, prompt, continuation, pad, pad_id, top_k, probe_ids=()):
+        """A right-padded row through this engine's own prefill and decode steps (``padded_scores``)."""
+        return padded_scores(self, prompt, continuation, pad, pad_id, top_k, probe_ids)
 
     @torch.inference_mode()
     def logits(self, batch: Batch) -> torch.Tensor:

@@ -8,7 +8,8 @@ tokens, and the log-probabilities (top ``TOP_K``, the probe ids, FNS marginals) 
 - ``own``: this side's prompt and its own greedy tokens (where two stacks diverge, both were conditioned on
   the same prefix, so the reference's margin there on this sequence says how close to a tie it was);
 - ``cut``: the prompt less its last ``PAD_CUT`` tokens and the greedy tokens from it, beside the same cut
-  prompt right-padded with ``PAD_CUT`` pad ids (a padded row must generate what it does unpadded).
+  prompt right-padded with ``PAD_CUT`` pad ids (a padded row must generate what it does unpadded, and
+  score those tokens as the unpadded row does, position by position).
 
 Then EOS: the prompt once more through the stack's own stopping rule, with the first greedy token that
 does not repeat an earlier one (from ``EOS_FROM`` on, else the last such from 1 on: carbon-tiny-trained's
@@ -87,6 +88,23 @@ def sequence(engine: Engine, tokens: Sequence[int], start: int, probes: Sequence
     return out
 
 
+def padded_entry(engine: Engine, cut: Sequence[int], cut_greedy: Sequence[int], n: int, pad_id: int,
+                 probes: Sequence[int]) -> dict[str, Any]:
+    """The ``cut`` prompt as a padded row: its greedy tokens, and its rows scoring the unpadded greedy
+    tokens, which the judge holds to the unpadded ``cut`` rows position by position; where the engine
+    cannot pad (a server), why not (``rows_not_measured``)."""
+    out: dict[str, Any] = {"pad": PAD_CUT, "greedy": greedy_of(engine, cut, n, PAD_CUT, pad_id)}
+    try:
+        engine.reset()
+        rows = engine.score_padded(cut, cut_greedy, PAD_CUT, pad_id, TOP_K, probes)
+        out["rows"] = [r.to_list() for r in rows]
+    except BackendCannot as exc:
+        out["rows_not_measured"] = str(exc)
+    finally:
+        engine.reset()
+    return out
+
+
 def eos_stop(greedy: Sequence[int]) -> int | None:
     """Where EOS is planted: the first greedy token at ``EOS_FROM`` or later that does not repeat an
     earlier one; where every one from there repeats (a trained model caught in a tandem repeat), the last
@@ -133,10 +151,16 @@ def collect(engine: Engine, tokenizer: CarbonTokenizer, shape: RunShape, fingerp
             "sequences": {"scored": sequence(engine, scored, SCORED_FROM, probes, fns=True),
                           "own": own,
                           "cut": sequence(engine, [*cut, *cut_greedy], len(cut), probes)},
-            "padded": {"pad": PAD_CUT, "greedy": greedy_of(engine, cut, n, PAD_CUT, tokenizer.pad_token_id)},
+            "padded": padded_entry(engine, cut, cut_greedy, n, tokenizer.pad_token_id, probes),
             "eos": eos_run(engine, ids, greedy)})
     info = engine.info
+    stack = None
+    if info.backend == "hf":  # the judge tells a side that runs the very code of its yardstick
+        import transformers
+
+        stack = f"transformers {transformers.__version__}"
     return {"schema": CONTRACT_SCHEMA, "backend": info.backend, "dtype": info.dtype, "model": info.model,
+            "stack": stack,
             "shape": shape.name, "checkpoint_fingerprint": fingerprint, "checkpoint": str(checkpoint),
             "new_tokens": n, "top_k": TOP_K, "probe_ids": probes, "reference": reference is None,
             "pad_token_id": tokenizer.pad_token_id, "prompts": prompts}

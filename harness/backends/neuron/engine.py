@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector
+from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector, padded_scores
 from harness.backends.neuron.artifacts import (
     KEY_FILE,
     SHARDING_FILE,
@@ -372,6 +372,10 @@ class NeuronEngine(Engine):
         logits = torch.stack(steps, dim=1)[: batch.size]  # [B, N, V]
         self.reset()
         return logits.reshape(-1, logits.shape[-1])
+
+    def score_padded(self, prompt, continuation, pad, pad_id, top_k, probe_ids=()):
+        """A right-padded row through this engine's own prefill and decode steps (``padded_scores``)."""
+        return padded_scores(self, prompt, continuation, pad, pad_id, top_k, probe_ids)
 
     def logits(self, batch: Batch) -> torch.Tensor:
         raise BackendCannot("the neuron builds return the full vocabulary at generated positions only: scoring "

@@ -266,3 +266,64 @@ def test_every_shipped_bound_is_derived_from_the_calibration_beside_it():
     assert tolerances_from(record) == shipped
     assert "contract-zoo calibrate" in record["command"] and record["bf16_correct"]["cases"]
     assert record["fp32_correct"]["cases"] and set(record["margins"]) == {"carbon-tiny", "carbon-tiny-trained"}
+
+
+def padded_side(shift: float = 0.0, at: int | None = None) -> dict:
+    """The fixture's side with padded rows: its own cut rows, each log-prob moved by ``shift`` (alternating
+    in sign over the row's ids) at cut row ``at`` (every row when None)."""
+    side = copy.deepcopy(SIDE)
+    for p in side["prompts"]:
+        rows = copy.deepcopy(p["sequences"]["cut"]["rows"])
+        for j, row in enumerate(rows):
+            if at is None or j == at:
+                row[1] += shift
+                row[2] = [[i, v + shift * (-1) ** k] for k, (i, v) in enumerate(row[2])]
+                row[3:] = []  # extra and probes: the top is what the judge reads
+        p["padded"]["rows"] = rows
+    return side
+
+
+def test_padded_rows_equal_to_the_unpadded_ones_pass_and_are_reported(crit):
+    out = judged(padded_side(), crit)
+    assert out.passed and out.padded is not None and out.padded.ratio == 0.0
+    assert out.padded.positions == sum(len(p["sequences"]["cut"]["rows"]) for p in SIDE["prompts"])
+
+
+def test_a_padded_row_that_moves_one_position_fails_naming_the_prompt_and_the_position(crit):
+    out = judged(padded_side(shift=0.5, at=3), crit)
+    found = [f for f in out.findings if f.criterion == "padded-row log-probs (cut)"]
+    assert found and found[0].prompt in {p["name"] for p in SIDE["prompts"]}
+    assert found[0].position == SIDE["prompts"][0]["sequences"]["cut"]["from"] + 3 and found[0].at == "largest"
+
+
+def test_a_side_without_padded_rows_says_why_in_a_note(crit):
+    side = copy.deepcopy(SIDE)
+    for p in side["prompts"]:
+        p["padded"]["rows_not_measured"] = "OpenAIEngine does not score a padded row"
+    out = judged(side, crit)
+    assert out.padded is None
+    assert any("padded rows not scored by log-probabilities (OpenAIEngine does not score a padded row)" in n
+               for n in out.notes), out.notes
+
+
+def test_padded_rows_that_score_other_tokens_are_refused(crit):
+    side = padded_side()
+    side["prompts"][0]["padded"]["rows"].pop()
+    with pytest.raises(ContractError, match="padded rows for .* unpadded cut rows"):
+        judged(side, crit)
+
+
+def test_a_transformers_side_running_its_yardsticks_code_is_told_so_and_another_stack_is_not(crit):
+    label = YARDSTICK["computed_by"]  # "transformers X bf16 (prefill + decode steps)"
+    side = {**SIDE, "backend": "hf", "dtype": "bf16", "stack": label.split(" bf16 ")[0]}
+    assert any("runs the yardstick's own code" in n and "an fp32 leg" in n for n in judged(side, crit).notes)
+    assert not any("own code" in n for n in judged({**side, "stack": "transformers 0.0.0"}, crit).notes)
+
+
+@pytest.mark.parametrize("dtypes, says", [({"baseline": "fp32", "candidate": "bf16"}, "the fp32 leg holds"),
+                                          ({"baseline": "bf16", "candidate": "bf16"}, "no fp32 leg ran")])
+def test_the_verdict_says_which_leg_ran(dtypes, says):
+    from harness.analysis.contract import legs_note
+
+    [note] = legs_note(dtypes)
+    assert says in note and all(f"{who} {dtype}" in note for who, dtype in dtypes.items())

@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import pytest
 
-from harness.analysis.threeway import Aligned, Criterion, spread
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.analysis.threeway import Aligned, Criterion, padded_spread, spread
 from harness.core.scored import ScoredToken
 
 pytestmark = pytest.mark.unit
 
 CRIT = Criterion("bf16", sigma_ratio=1.5, tier_factor={"5": 1.9, "50": 2.2, "1000": 2.0, "all": 1.8},
-                 tie_factor=8.0, fns_sigma_ratio=1.5, sigma_floor=1e-4, abs_floor=1e-4, margin_floor=1e-4)
+                 tie_factor=8.0, fns_sigma_ratio=1.5, sigma_floor=1e-4, abs_floor=1e-4, margin_floor=1e-4,
+                 position_ratio=3.0, pad_factor=3.0)
 REFERENCE = ((10, -0.5), (11, -1.5), (12, -2.5), (13, -3.5), (14, -4.5), (15, -5.5))
 TIE = 0.1
 
@@ -68,3 +74,99 @@ def test_the_first_position_of_a_sequence_is_judged_like_any_other():
     found = spread(aligned([row(flipped), row(REFERENCE)], positions=(31, 32)), CRIT, TIE)
     top1 = [f for f in found.findings if f.criterion == "top-1 agreement (scored)"]
     assert found.top1_checked == 2 and top1 and top1[0].position == 31
+
+
+def noisy(shift: float, k: int) -> ScoredToken:
+    """The reference moved by +-``shift`` alternating over its ids (an rms of ``shift``, the top-1 kept)."""
+    return ScoredToken(10, REFERENCE[0][1] + shift * (-1) ** 0,
+                       tuple((i, v + shift * (-1) ** (j + k)) for j, (i, v) in enumerate(REFERENCE)))
+
+
+def sequence_with_one_bad_position(bad: float, at: int, n: int = 40) -> Aligned:
+    """``n`` positions whose target is as far from the reference as the yardstick (1e-3), but ``bad`` at
+    position ``at``: diluted in the pooled sigma, whole at its own position."""
+    a = Aligned("own")
+    for k in range(n):
+        target = noisy(bad if k == at else 1e-3, k)
+        a.rows.append(("balanced", 30 + k, target, row(REFERENCE), noisy(1e-3, k + 1)))
+    return a
+
+
+NO_TIERS = replace(CRIT, tier_factor={k: 1e9 for k in CRIT.tier_factor})  # the sigma criteria alone
+
+
+@pytest.mark.parametrize("at", [0, 12, 39])
+def test_one_position_five_times_off_fails_per_position_where_the_pooled_sigma_passes_and_names_it(at):
+    found = spread(sequence_with_one_bad_position(5e-3, at=at), NO_TIERS, TIE)
+    names = [f.criterion for f in found.findings]
+    assert found.ratio < CRIT.sigma_ratio and "sigma ratio (own)" not in names
+    assert names == ["per-position sigma ratio (own)"]
+    assert found.position_at == ("balanced", 30 + at) and found.findings[0].position == 30 + at
+    assert found.position_ratio == pytest.approx(5.0)
+
+
+@given(st.floats(min_value=1e-3, max_value=2.9e-3), st.integers(min_value=0, max_value=39))
+def test_a_position_within_the_bound_passes_wherever_it_is(bad, at):
+    found = spread(sequence_with_one_bad_position(bad, at), NO_TIERS, TIE)
+    assert not found.findings and found.position_ratio == pytest.approx(bad / 1e-3)
+
+
+def test_the_per_position_bound_is_the_criterions_own():
+    """At 5x: the default criterion (3.0) fails it, one calibrated at 6.0 does not."""
+    a = sequence_with_one_bad_position(5e-3, at=3)
+    assert [f.criterion for f in spread(a, NO_TIERS, TIE).findings] == ["per-position sigma ratio (own)"]
+    assert spread(a, replace(NO_TIERS, position_ratio=6.0), TIE).findings == []
+
+
+@pytest.mark.parametrize("tier", ["5", "50", "1000"])
+def test_each_tier_fails_alone_on_an_id_only_that_tier_holds(tier):
+    """The reference's id at rank ``k`` (in tier k, in no smaller one) moved 10x the yardstick's largest,
+    with sigma tokens set to 2, so nothing but the tier that holds the id sees it."""
+    k = int(tier)
+    ranks = [(100 + j, -0.5 - j * 0.01) for j in range(1000)]  # every finite tier measured
+    moved = tuple((i, v + (0.01 if j == k - 1 else 0.0)) for j, (i, v) in enumerate(ranks))
+    ref = ScoredToken(100, ranks[0][1], tuple(ranks))
+    yard = ScoredToken(100, ranks[0][1] + 1e-3, tuple((i, v + 1e-3 * (-1) ** j) for j, (i, v) in enumerate(ranks)))
+    a = Aligned("scored")
+    a.rows.append(("balanced", 7, ScoredToken(100, moved[0][1], moved), ref, yard))
+    crit = replace(CRIT, sigma_tokens=2, position_ratio=1e9)
+    found = spread(a, crit, TIE)
+    failed = sorted(f.criterion for f in found.findings)
+    expected = [f"top-{t} log-prob tier (scored)" for t in ("5", "50", "1000") if int(t) >= k]
+    assert failed == sorted(expected), failed
+
+
+def test_a_flipped_top1_within_the_near_tie_passes():
+    """The reference's margin 1.0 below an allowance of 2.0: a top-1 that differs there is excused."""
+    flipped = ((11, -0.99), (10, -1.0), *REFERENCE[2:])
+    found = spread(aligned([row(flipped)]), replace(CRIT, sigma_ratio=1e9, position_ratio=1e9,
+                                                  tier_factor={k: 1e9 for k in CRIT.tier_factor}), 2.0)
+    assert found.top1_checked == 0 and found.findings == []
+
+
+def padded(shift_at: dict[int, float], n: int = 20) -> list[tuple]:
+    """A side's padded rows against its unpadded ones, with the yardstick 1e-3 from the reference."""
+    out = []
+    for k in range(n):
+        unpadded = noisy(1e-3, k)
+        pad = ScoredToken(10, unpadded.logprob, tuple((i, v + shift_at.get(k, 0.0) * (-1) ** j)
+                                                      for j, (i, v) in enumerate(unpadded.top)))
+        out.append(("GC-rich", 20 + k, pad, unpadded, row(REFERENCE), noisy(1e-3, k + 1)))
+    return out
+
+
+def test_a_padded_row_identical_to_its_unpadded_run_passes():
+    found = padded_spread(padded({}), CRIT)
+    assert found.positions == 20 and found.ratio == 0.0 and found.findings == []
+
+
+def test_a_padded_row_far_from_its_unpadded_run_at_one_position_fails_naming_it():
+    found = padded_spread(padded({4: 1e-2}), CRIT)
+    assert [f.criterion for f in found.findings] == ["padded-row log-probs (cut)"]
+    assert found.at == ("GC-rich", 24) and found.findings[0].position == 24
+    assert 9.0 < found.ratio < 10.0  # 1e-2 over a yardstick a little above 1e-3 there
+
+
+@given(st.floats(min_value=0.0, max_value=2.9e-3), st.integers(min_value=0, max_value=19))
+def test_a_padded_row_within_rounding_passes(shift, at):
+    assert padded_spread(padded({at: shift}), CRIT).findings == []
