@@ -11,6 +11,10 @@ yardstick (the check's own interpreter) untouched.
   boundary moves by one base;
 - ``eos-ignored``: transformers' EOS stopping criterion never fires (NxDI's adapter generates through it
   too), so generation runs past EOS.
+
+The near-threshold defects (``NEAR_THRESHOLD``) wrap transformers' SDPA attention call, so each is one
+small change to one attention computation: a scale x1.01 in late decode or x1.02 everywhere, a KV slot
+lost past position 40, the padding mask ignored in decode, a softmax rounded to bf16 at every step.
 """
 
 from __future__ import annotations
@@ -25,6 +29,32 @@ DEFECTS = ("rope-theta", "rms-eps", "tokenizer-shift", "eos-ignored")
 # the criterion each defect is expected to break first (the contract's findings name it)
 EXPECTED = {"rope-theta": "sigma ratio (scored)", "rms-eps": "sigma ratio (scored)", "tokenizer-shift": "tokenization",
             "eos-ignored": "EOS honoured"}
+
+# Near-threshold defects (issue 47), each planted in a bf16 candidate and, as ``DEFECT-fp32``, in an fp32 one
+# (the fp32 leg). Which a Trn2 team must see fail, with the criterion that must name it, and why; a leg not
+# listed is recorded as it comes out (a miss stays in the zoo's record, with the reason in MISSES).
+NEAR_THRESHOLD = ("attn-scale-late", "attn-scale", "kv-drop-late", "pad-mask-decode", "softmax-bf16")
+MUST_FAIL = {
+    # a 1% attention temperature late in decode is what a wrong scale constant in a decode-only kernel does;
+    # bf16 rounding moves these logits as much, so only the fp32 leg can see it
+    "attn-scale-late-fp32": "sigma ratio",
+    "attn-scale-fp32": "sigma ratio",
+    # a lost KV slot is a cache-indexing bug (paged / block KV layouts): wrong tokens follow on long prompts
+    "kv-drop-late": "per-position sigma ratio",
+    "kv-drop-late-fp32": "per-position sigma ratio",
+    # a decode that attends to pad slots corrupts every batched request shorter than its batch's longest
+    "pad-mask-decode": "padded-row log-probs",
+    "pad-mask-decode-fp32": "padded-row log-probs",
+}
+MISSES = {
+    "attn-scale-late": "x1.01 on decode steps past position 40 moves the logits by less than bf16 rounding does "
+                       "(the fp32 leg is the one that must see it)",
+    "attn-scale": "x1.02 everywhere sits at the bf16 sigma bound (the review read 1.505 against 1.5): recorded, "
+                  "not required; the fp32 leg must fail it",
+    "softmax-bf16": "a softmax fully in bf16 is an accuracy choice some kernels make, not a bug by itself: "
+                    "recorded in both legs, never required (in fp32 the plant is inert: it acts on bf16 only)",
+    "softmax-bf16-fp32": "inert in fp32 (the plant rounds bf16 attention only): a correct fp32 case",
+}
 
 ROPE = f'''    import torch
 
@@ -71,6 +101,53 @@ EAGER = '''    module.LlamaPreTrainedModel._supports_sdpa = False
     module.LlamaPreTrainedModel._supports_flash_attn = False
     module.LlamaPreTrainedModel._supports_flex_attn = False'''
 
+LATE = 40  # the decode position from which the late defects act: the contract's sequences reach 47
+
+# transformers' SDPA attention (the default attention of every HFEngine, 4.57 and 5.x alike), wrapped: the
+# near-threshold defects of issue 47, each a small change to one attention call
+SDPA = '''    original = module.sdpa_attention_forward
+    late = {late}
+
+    def sdpa_attention_forward(attn, query, key, value, attention_mask, *args, **kwargs):
+        decode, position = query.shape[2] == 1, key.shape[2] - 1
+        scaling = kwargs.get("scaling")
+        if scaling is None:
+            scaling = query.shape[-1] ** -0.5
+{body}
+        return original(attn, query, key, value, attention_mask, *args, **kwargs)
+
+    module.sdpa_attention_forward = sdpa_attention_forward'''
+
+SCALE_LATE = """        if decode and position >= late:
+            kwargs["scaling"] = scaling * 1.01"""
+SCALE_ALL = """        kwargs["scaling"] = scaling * 1.02"""
+KV_DROP = """        if decode and position > late:  # the previous token's KV slot is lost
+            keep = [i for i in range(key.shape[2]) if i != key.shape[2] - 2]
+            key, value = key[:, :, keep], value[:, :, keep]
+            if attention_mask is not None:
+                attention_mask = attention_mask[..., keep]"""
+PAD_MASK = """        if decode:  # decode attends to every slot, pad slots included
+            attention_mask = None"""
+SOFTMAX_BF16 = """        import torch
+
+        if query.dtype == torch.bfloat16:  # exp, sum and divide each rounded to bf16, none in fp32
+            groups = query.shape[1] // key.shape[1]
+            k = key.repeat_interleave(groups, dim=1)
+            v = value.repeat_interleave(groups, dim=1)
+            scores = (query @ k.transpose(-1, -2)) * scaling
+            n, m = query.shape[2], k.shape[2]
+            causal = torch.ones(n, m, dtype=torch.bool).tril(m - n)
+            if attention_mask is not None:
+                allowed = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
+                causal = causal & allowed
+            scores = scores.masked_fill(~causal, float("-inf"))
+            e = torch.exp(scores - scores.amax(-1, keepdim=True))
+            total = e[..., :1]
+            for j in range(1, m):
+                total = total + e[..., j:j + 1]
+            out = (e / total) @ v
+            return out.transpose(1, 2).contiguous(), None"""
+
 HOOKS = {
     "rope-theta": ("transformers.models.llama.modeling_llama", ROPE, f"RoPE with theta {WRONG_THETA:g}"),
     "rms-eps": ("transformers.models.llama.modeling_llama", EPS, f"every RMSNorm with eps {WRONG_EPS:g}"),
@@ -78,6 +155,16 @@ HOOKS = {
     "eos-ignored": ("transformers.generation.stopping_criteria", EOS, "EOS never stops generation"),
     # not a defect: transformers' eager attention instead of SDPA, a correct bf16 implementation that the
     # calibration counts beside NxDI's (correct stacks differ from the yardstick by their own rounding)
+    "attn-scale-late": ("transformers.integrations.sdpa_attention", SDPA.format(late=LATE, body=SCALE_LATE),
+                        f"attention scale x1.01 in decode steps at positions >= {LATE}"),
+    "attn-scale": ("transformers.integrations.sdpa_attention", SDPA.format(late=LATE, body=SCALE_ALL),
+                   "attention scale x1.02 everywhere"),
+    "kv-drop-late": ("transformers.integrations.sdpa_attention", SDPA.format(late=LATE, body=KV_DROP),
+                     f"decode past position {LATE} loses the previous token's KV slot"),
+    "pad-mask-decode": ("transformers.integrations.sdpa_attention", SDPA.format(late=LATE, body=PAD_MASK),
+                        "decode ignores the padding mask"),
+    "softmax-bf16": ("transformers.integrations.sdpa_attention", SDPA.format(late=LATE, body=SOFTMAX_BF16),
+                     "attention's softmax kept fully in bf16 (exp, sum, divide)"),
     "correct-bf16-eager": ("transformers.models.llama.modeling_llama", EAGER, "eager attention (correct)"),
 }
 

