@@ -59,6 +59,19 @@ def plant_tkg_slowdown(source: Path, dest: Path, extra_ms: float) -> Path:
     return _plant(source, dest, spin)
 
 
+def plant_nxdi_host_work(source: Path, dest: Path, calls: int) -> Path:
+    """A copy of ``source`` whose TKG step makes ``calls`` more Python calls (a local function called in a
+    loop, no sleep, no spin): host work per step, as NxDI's c63afe0 added with its tensor_capture_hook,
+    which the work counts name (``..._planted_host_work``) and ``--gate-work`` fails."""
+    if not (isinstance(calls, int) and calls > 0):
+        raise PlantError(f"calls={calls!r} must be a positive number of Python calls per TKG step")
+    code = (f"            def _planted_host_work():  # planted: {calls} Python calls per TKG step\n"
+            "                return None\n"
+            f"            for _ in range({calls}):\n"
+            "                _planted_host_work()\n")
+    return _plant(source, dest, code)
+
+
 def plant_process_noise(source: Path, dest: Path, median_ms: float, sigma: float) -> Path:
     """A copy of ``source`` whose every process draws, once, a lognormal amount of CPU work (median
     ``median_ms``, log-sigma ``sigma``) and spins it in each TKG step: heavy per-process noise, the same

@@ -77,3 +77,24 @@ def test_twenty_processes_count_alike_and_a_planted_ten_percent_shows_in_each(tm
     assert all(g is not None and g > 0.02 for g in grown), grown
     extra = {w.python_calls - plain[0].python_calls for w in planted}  # the plant's calls and its wrapper's
     assert len(extra) == 1 and min(extra) >= PLANTED_CALLS, extra
+
+
+NXDI_PLANTED_CALLS = 150  # measured: ~10% of a carbon-tiny NxDI CPU-mode TKG step's Python calls (see the test)
+
+
+def test_nxdi_a_planted_ten_percent_in_the_decode_loop_fails_the_work_gate_at_the_first_look(tmp_path, nxdi_source):
+    """NxDI's own decode loop (CPU mode, 2.29 against a copy of it with ~10% more Python calls in each TKG step,
+    ``plant_nxdi_host_work``): the work gate fails it at the first look (4 pairs), naming the planted function."""
+    from harness.release.plant import plant_nxdi_host_work
+
+    planted = plant_nxdi_host_work(nxdi_source, tmp_path / "planted-tree", NXDI_PLANTED_CALLS)
+    r = run_cli("release-check", "--neuron-cpu", "--baseline-nxdi-source", str(nxdi_source), "--candidate-nxdi-source",
+                str(planted), "--out", str(tmp_path / "out"), "--no-conformance", "--perf-select", "test_tkg",
+                "--runs", "2", "--rounds", "4", "--gate-work", "2%", timeout=1800)
+    verdict = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    assert r.returncode == 1, (r.stdout + r.stderr)[-3000:]
+    tkg = next(b for b in verdict["work"]["benchmarks"] if "test_tkg" in b["benchmark"])
+    base = tkg["calls"][0]
+    assert 0.05 < NXDI_PLANTED_CALLS / base < 0.2, base  # "~10%" of this NxDI's step, as measured here
+    assert any(f"+{NXDI_PLANTED_CALLS} Python calls/step in " in c and "_planted_host_work" in c for c in tkg["changes"])
+    assert verdict["rounds"] == 4 and any("--gate-work 2%" in reason for reason in verdict["reasons"])
