@@ -49,9 +49,13 @@ def test_a_transformers_candidate_in_the_checks_interpreter_is_the_yardstick_its
         tmp_path, correct, case, dtype):
     shipped = calibrate(correct)
     itself = row(tmp_path, case, dtype, 40.0, model="carbon-tiny-trained")
+    itself["candidate"]["padded"]["ratio"] = 0.1  # its padded rows: a real figure of its padding, kept
     out = calibrate([*correct, itself])
     assert out["tolerances"] == shipped["tolerances"]
     assert itself["name"] not in out["calibration"][f"{dtype}_correct"]["cases"]
+    assert itself["name"] in out["calibration"]["yardstick_itself"]["cases"]
+    itself["candidate"]["padded"]["ratio"] = 40.0
+    assert calibrate([*correct, itself])["tolerances"][dtype]["pad_factor"] == ceil2(40.0 * HEADROOM_MAX)
 
 
 @given(st.floats(1e-9, 1e9))
