@@ -177,3 +177,15 @@ def test_site_search_ranks_the_entry_first_for_each_pasted_error(built, tmp_path
     tops = json.loads(r.stdout.strip().splitlines()[-1])
     want = [f"troubleshooting/#{entry.id}" for _, _, entry in cases for _ in (0, 1)]
     assert [t[0] if t else None for t in tops] == want, list(zip(queries, tops))
+
+
+def test_the_site_carries_the_pictures_where_the_pages_show_them(built):
+    """The pictures ci/docs_pictures.py draws (tests/unit/test_docs_pictures.py: current) reach the built site,
+    and the built pages point at them there: an image or link mkdocs left unresolved would 404 in a browser."""
+    shown = {"reports-and-compare": ("img/report-throughput.svg", "img/report.html"),
+             "release-check": ("img/power.svg",)}
+    for page, pictures in shown.items():
+        text = (built / page / "index.html").read_text()
+        for picture in pictures:
+            assert (built / picture).is_file() and (built / picture).stat().st_size > 10_000, picture
+            assert re.search(rf'(?:src|href)="\.\./{re.escape(picture)}"', text), f"{page} does not point at {picture}"
