@@ -29,7 +29,9 @@ from harness.core.storage import atomic_write_json
 from harness.release.defects import DEFECTS, HOOKS, MISSES, MUST_FAIL, NEAR_THRESHOLD, NXDI_EDITS, plant_hook, plant_nxdi
 from harness.release.errors import ReleaseCheckError
 
-STACKS = ("hf", "nxdi")
+STACKS = ("hf", "nxdi", "vllm")
+DEFAULT_STACKS = ("hf", "nxdi")  # vllm (a served candidate, correct cases only) when asked: --stack vllm
+VLLM_CASES = ("correct-bf16", "correct-fp32")
 MODELS = ("carbon-tiny", "carbon-tiny-trained")
 CORRECT = ("correct-bf16", "correct-fp32", "correct-bf16-eager")
 # the near-threshold defects in both legs: DEFECT (bf16) and DEFECT-fp32
@@ -81,16 +83,19 @@ BELOW_BF16_NOISE = {("carbon-tiny-trained", "rms-eps")}
 
 def cases(stacks: list[str], models: list[str], names: list[str]) -> list[Case]:
     """Every (stack, model, case) asked for; correct-bf16-eager (transformers with eager attention) and the
-    near-threshold defects (hooks on transformers' SDPA call) only on hf; no defect where it is below bf16
-    noise (``BELOW_BF16_NOISE``)."""
+    near-threshold defects (hooks on transformers' SDPA call) only on hf; a served vLLM candidate in its
+    correct cases only (its planted defects are tests/release/test_served_plants.py's); no defect where it is
+    below bf16 noise (``BELOW_BF16_NOISE``)."""
     skip = {("nxdi", "correct-bf16-eager")}
     return [Case(stack, model, name) for stack in stacks for model in models for name in names
             if (stack, name) not in skip and (model, name) not in BELOW_BF16_NOISE
-            and (stack == "hf" or name not in NEAR)]
+            and (stack == "hf" or name not in NEAR) and (stack != "vllm" or name in VLLM_CASES)]
 
 
-def command(case: Case, folder: Path, nxdi_source: Path, nxdi_python: str) -> tuple[list[str], dict[str, str]]:
-    """The release-check command of one case, and its environment."""
+def command(case: Case, folder: Path, nxdi_source: Path, nxdi_python: str, vllm_python: str | None = None
+            ) -> tuple[list[str], dict[str, str]]:
+    """The release-check command of one case, and its environment (a vllm case: the fp32 transformers
+    baseline, and the candidate served by vLLM in ``vllm_python``, started by the check with the case's dtype)."""
     cmd = [sys.executable, "-m", "harness.cli", "release-check", "--conformance-only", "--conformance-markers",
            "contract", "--model", case.model, "--dtype", case.dtype, "--out", str(folder / "check"), "--force"]
     env = {**os.environ}
@@ -103,6 +108,9 @@ def command(case: Case, folder: Path, nxdi_source: Path, nxdi_python: str) -> tu
         cmd += ["--backend", "neuron", "--neuron-cpu", "--baseline-python", nxdi_python, "--candidate-python",
                 nxdi_python, "--baseline-nxdi-source", str(nxdi_source), "--candidate-nxdi-source",
                 str(candidate_source)]
+    elif case.stack == "vllm":
+        cmd += ["--baseline-backend", "hf", "--baseline-dtype", "fp32", "--candidate-backend", "openai",
+                "--candidate-python", str(vllm_python)]
     else:
         cmd += ["--backend", "hf"]
     if hook is not None:
@@ -124,7 +132,8 @@ def summary(case: Case, folder: Path, rc: int, wall_s: float) -> dict[str, Any]:
             "candidate": candidate, "evidence": str(folder / "check")}
 
 
-def run(selected: list[Case], out: Path, nxdi_source: Path, nxdi_python: str) -> list[dict[str, Any]]:
+def run(selected: list[Case], out: Path, nxdi_source: Path, nxdi_python: str, vllm_python: str | None = None
+        ) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     path = out / ZOO_FILE
     done = {r["name"]: r for r in (json.loads(path.read_text()) if path.is_file() else [])}
@@ -133,7 +142,7 @@ def run(selected: list[Case], out: Path, nxdi_source: Path, nxdi_python: str) ->
             continue
         folder = out / case.name
         folder.mkdir(parents=True, exist_ok=True)
-        cmd, env = command(case, folder, nxdi_source, nxdi_python)
+        cmd, env = command(case, folder, nxdi_source, nxdi_python, vllm_python)
         print(f"[contract-zoo] {case.name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         with open(folder / "release-check.log", "w") as log:
@@ -160,11 +169,14 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     if args.action == "run":
         if args.out is None:
             raise ReleaseCheckError("contract-zoo run needs --out DIR")
-        selected = cases(args.stack or list(STACKS), args.model or list(MODELS), args.case or [*CORRECT, *DEFECTS, *NEAR])
+        selected = cases(args.stack or list(DEFAULT_STACKS), args.model or list(MODELS), args.case or [*CORRECT, *DEFECTS, *NEAR])
         if any(c.stack == "nxdi" for c in selected) and not (args.nxdi_source and args.nxdi_python):
             raise ReleaseCheckError("the nxdi cases need --nxdi-source DIR (an NxDI tree) and --nxdi-python PY (an "
                                     "environment with transformers 4.57), or --stack hf")
-        rows = run(selected, args.out, args.nxdi_source, args.nxdi_python)
+        if any(c.stack == "vllm" for c in selected) and not args.vllm_python:
+            raise ReleaseCheckError("the vllm cases need --vllm-python PY (a venv with vLLM and this harness, such as "
+                                    ".nox/serving/bin/python)")
+        rows = run(selected, args.out, args.nxdi_source, args.nxdi_python, args.vllm_python)
         wrong = [r["name"] for r in rows if (r["expected_exit"] is not None and r["exit"] != r["expected_exit"])
                  or (r.get("must_fail") and not any(f.startswith(r["must_fail"])
                                                     for f in (r.get("candidate") or {}).get("findings", [])))]
@@ -189,5 +201,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nxdi-source", type=Path, help="the NxDI tree of both nxdi sides (such as ../shared/vendor)")
     p.add_argument("--nxdi-python", help="the interpreter of the nxdi sides: transformers 4.57, as NxDI pins (such as "
                                          ".nox/trn2-stack/bin/python)")
+    p.add_argument("--vllm-python", help="the interpreter of a vllm case's served candidate (vLLM and this harness, "
+                                         "such as .nox/serving/bin/python)")
     p.add_argument("--write", action="store_true", help="calibrate: write fixtures/contract/ (else print)")
     p.set_defaults(func=cmd_zoo)
