@@ -14,7 +14,8 @@ The data a side supplies (``harness.workloads.contract`` writes it; schema 2), o
                   "greedy": [...],                           # its greedy tokens, EOS ignored
                   "sequences": {KIND: {"tokens": [...], "from": F, "rows": [ROW, ...], "fns": [[24 floats], ...]}},
                   "eos": {"eos_token_id": E, "stop": S, "tokens": [...]},       # optional
-                  "padded": {"pad": P, "greedy": [...]}}]}                     # optional
+                  "padded": {"pad": P, "greedy": [...], "rows": [ROW, ...]}}],  # optional (no rows: why,
+     "stack": "transformers 5.24.0"}                                  # in "rows_not_measured"); optional
 
 A sequence is the full token list; ``rows[j]`` scores ``tokens[F + j]`` given ``tokens[:F + j]``.
 ``ROW`` is ``[token, logprob, [[id, logprob], ...top-k descending], extra, probes]`` (``ScoredToken``;
@@ -33,7 +34,10 @@ vocabulary) of the token at that position and of the side's top-k there. The kin
 where a side can read any id (a server returns its top-N only: it leaves them out; the "all" tier is then
 not measured for it). ``eos``: the same prompt generated through the stack's own stopping rule with
 ``E = greedy[S]`` (its first occurrence) as EOS; it must stop there. ``padded``: the ``cut`` prompt
-right-padded with P pad ids, greedy: it must equal the unpadded one up to a near-tie.
+right-padded with P pad ids, greedy: it must equal the unpadded one up to a near-tie; its ``rows`` score the
+``cut`` sequence's greedy tokens through the padded row (``Engine.score_padded``), held to the unpadded ``cut``
+rows position by position. ``stack``: the side's transformers where it runs transformers (the judge says when
+that is the very code of its yardstick or reference).
 
 The reference and yardstick files (``harness.workloads.threeway``) have the same shape, the same
 sequences, and rows over the whole vocabulary: their top-k and, in ``extra``, every id the other two
