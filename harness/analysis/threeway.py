@@ -179,10 +179,6 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
     if per_position:
         name, pos, worst = max(per_position, key=lambda x: x[2])
         out.position_ratio, out.position_at = worst, (name, pos)
-        if worst > crit.position_ratio:
-            out.findings.append(Finding(f"per-position sigma ratio ({a.kind})", name, pos,
-                                        f"rms(target - fp32) / rms(yardstick - fp32) at one position = {worst:.3g} > "
-                                        f"{crit.position_ratio:g} (pooled sigma ratio {ratio:.3g})", "largest"))
     if ratio > crit.sigma_ratio:
         # named where the position's own ratio peaks: where the defect is, not the first position whose
         # rounding happens to exceed the pooled bound
@@ -192,6 +188,13 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
                                     f"sigma(target - fp32) / sigma(yardstick - fp32) = {sigma_t:.3g} / {floor_y:.3g} "
                                     f"= {ratio:.3g} > {crit.sigma_ratio:g}; the position's rms difference "
                                     f"{value:.3g} nats", "largest"))
+    if out.position_at is not None and out.position_ratio > crit.position_ratio:  # after the pooled one: a defect
+        # spread over every position is named by the pooled sigma first, one confined to a few by this alone
+        name, pos = out.position_at
+        out.findings.append(Finding(f"per-position sigma ratio ({a.kind})", name, pos,
+                                    f"rms(target - fp32) / rms(yardstick - fp32) at one position = "
+                                    f"{out.position_ratio:.3g} > {crit.position_ratio:g} (pooled sigma ratio "
+                                    f"{ratio:.3g})", "largest"))
     probes = all(t.probes and r.probes and y.probes for _, _, t, r, y in a.rows) and bool(a.rows)
     for tier in TIERS:
         if not a.rows or not all(tier_available(t, tier, probes) for _, _, t, _, _ in a.rows):
