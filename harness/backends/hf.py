@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector, padded_scores
+from harness.backends.base import (Batch, Engine, EngineInfo, GenerationResult, ScoredToken, Selector,
+                                   padded_scores)
 from harness.backends.device import DeviceClock, device_clock_for
 from harness.carbon.fns import KMER_START, KMERS
 from harness.core.errors import BackendError
@@ -260,7 +261,8 @@ class HFEngine(Engine):
         logits = torch.stack(steps, dim=1)  # [B, N, V]
         return logits.reshape(-1, logits.shape[-1]).cpu()
 
-    def score_padded(self, prompt, continuation, pad, pad_id, top_k, probe_ids=()):
+    def score_padded(self, prompt: Sequence[int], continuation: Sequence[int], pad: int, pad_id: int, top_k: int,
+                     probe_ids: Sequence[int] = ()) -> list[ScoredToken]:
         """A right-padded row through this engine's own prefill and decode steps (``padded_scores``)."""
         return padded_scores(self, prompt, continuation, pad, pad_id, top_k, probe_ids)
 

@@ -373,7 +373,7 @@ class NeuronEngine(Engine):
         self.reset()
         return logits.reshape(-1, logits.shape[-1])
 
-    def score_padded(self, prompt, continuation, pad, pad_id, top_k, probe_ids=()):
+    def score_padded(self, prompt, continuation, pad, pad_id, top_k, probe_ids=()):  # typed as Engine's
         """A right-padded row through this engine's own prefill and decode steps (``padded_scores``)."""
         return padded_scores(self, prompt, continuation, pad, pad_id, top_k, probe_ids)
 
