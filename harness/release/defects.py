@@ -56,6 +56,12 @@ MISSES = {
     "softmax-bf16-fp32": "inert in fp32 (the plant rounds bf16 attention only): a correct fp32 case",
 }
 
+def is_yardstick(stack: str, case: str) -> bool:
+    """A correct transformers candidate in the check's interpreter is the yardstick's (bf16) or the
+    reference's (fp32) own code: it reads exactly 1 (or 0) against them, so calibration leaves it out."""
+    return stack == "hf" and case in ("correct-bf16", "correct-fp32")
+
+
 ROPE = f'''    import torch
 
     def compute(config=None, device=None, seq_len=None, **kwargs):

@@ -26,7 +26,8 @@ from typing import Any
 
 from harness.core.paths import REPO_ROOT
 from harness.core.storage import atomic_write_json
-from harness.release.defects import DEFECTS, HOOKS, MISSES, MUST_FAIL, NEAR_THRESHOLD, NXDI_EDITS, plant_hook, plant_nxdi
+from harness.release.defects import (DEFECTS, HOOKS, MISSES, MUST_FAIL, NEAR_THRESHOLD, NXDI_EDITS, is_yardstick,
+                                     plant_hook, plant_nxdi)
 from harness.release.errors import ReleaseCheckError
 
 STACKS = ("hf", "nxdi", "vllm")
@@ -69,9 +70,7 @@ class Case:
 
     @property
     def is_yardstick(self) -> bool:
-        """A correct transformers candidate in this interpreter is the yardstick's (bf16) or the reference's
-        (fp32) own code: it reads exactly 1 (or 0), so calibration leaves it out."""
-        return self.stack == "hf" and self.case in ("correct-bf16", "correct-fp32")
+        return is_yardstick(self.stack, self.case)
 
 
 # (model, defect) pairs whose defect is not off by more than bf16 noise, so that no output contract at bf16
