@@ -130,6 +130,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="off by default: fail where a CTE / TKG step's exact work (Python calls or aten ops per step, "
                         "counted outside the timed calls) grows by more than PCT (e.g. 2%%), for machines too noisy to "
                         "gate small timing changes; each side's counts must be the same in all its rounds to be gated")
+    p.add_argument("--timer", choices=("auto", "cpu", "wall"), default="auto",
+                   help="what the perf rounds time: auto (default) times sides that run on the host (NxDI's CPU mode, "
+                        "transformers) in process CPU time, which a busy neighbour disturbs least and a sleep or a "
+                        "wait does not spend; wall times them in wall time; cpu is auto's choice, refused for a "
+                        "served or device side, whose work is outside the client's process")
     p.add_argument("--legs", type=parse_positive_int, default=1, metavar="N",
                    help="checks merged into one verdict (--merge): each spends 1/N of the false-alarm budget")
     p.add_argument("--runs", type=parse_positive_int, default=5, help="timed runs per benchmark in a round (default 5)")
@@ -253,7 +258,10 @@ def cmd_release_check(args: argparse.Namespace) -> int:
                      model_root=args.model_root, conformance=not args.no_conformance,
                      conformance_markers=args.conformance_markers, perf_select=args.perf_select,
                      serve_args=tuple(args.serve_args or ()), perf=not args.conformance_only,
-                     gate_work=None if args.gate_work is None else 100 * args.gate_work)
+                     gate_work=None if args.gate_work is None else 100 * args.gate_work, timer=args.timer)
+    if plan.timer == "cpu" and not plan.in_process:
+        raise ReleaseCheckError(f"--timer cpu: {plan.baseline.backend} -> {plan.candidate.backend} does its work "
+                                "outside the client's process (a server or a device); give --timer wall or auto")
     plan = with_device_options(args, plan, image_pythons)
     previous = stop_on_signals()
     try:

@@ -68,16 +68,24 @@ class CheckPlan:
     image_runner: str = "docker"  # runs a side's --*-image (harness.release.images)
     inspect_on_fail: str = "device"  # the evidence round on FAIL: on a device only, always, never
     gate_work: float | None = None  # --gate-work: the host-work gate's tolerance in percent (None: off)
+    timer: str = "auto"  # --timer: auto (process CPU time where both sides run on the host), cpu, or wall
+
 
     @property
     def served(self) -> bool:
         return "openai" in (self.baseline.backend, self.candidate.backend)
 
     @property
-    def cpu_time(self) -> bool:
-        """Both sides compute in their own process on the CPU (NxDI's CPU mode, transformers): timed in
-        process CPU time on one torch thread. A served side's work is in its server: wall time for both."""
+    def in_process(self) -> bool:
+        """Both sides compute in their own process on the CPU (NxDI's CPU mode, transformers): one torch thread
+        each. A served side's work is in its server."""
         return not self.served and (self.cpu or {self.baseline.backend, self.candidate.backend} == {"hf"})
+
+    @property
+    def cpu_time(self) -> bool:
+        """Timed in process CPU time: on the host unless ``--timer wall`` (a sleep or a wait is spent in wall
+        time only, and a CPU-time timer cannot see it); a served side's work is in its server: wall time."""
+        return self.in_process and self.timer != "wall"
 
     @property
     def mode(self) -> str:
@@ -86,6 +94,8 @@ class CheckPlan:
             return f"{stacks}, conformance only (the correctness half: no perf rounds)"
         if self.cpu_time:
             return f"{stacks}, on the CPU (process CPU time, one torch thread)"
+        if self.in_process:
+            return f"{stacks}, on the CPU (wall time, --timer wall: a busy neighbour core shows in it; one torch thread)"
         if self.served and self.core_plan is not None and self.core_plan.exclusive:
             return (f"{stacks}, wall time; the sides cannot hold their NeuronCores at once ({self.core_plan.instance}): "
                     "a served side's server is stopped during the other side's turns and started again for its own, "
@@ -130,7 +140,7 @@ def side_env(plan: CheckPlan, side: Side) -> dict[str, str]:
     break on one side only would read as an outcome change), and timed in CPU time run torch on one
     thread; then this side's own variables."""
     extra = {"HYPOTHESIS_PROFILE": "ci", **plan.extra_env}
-    if plan.cpu_time:
+    if plan.in_process:
         extra.setdefault("OMP_NUM_THREADS", "1")
     if side.cores is not None and side.backend == "neuron":  # a served side's cores are its server's
         extra["NEURON_RT_VISIBLE_CORES"] = side.cores

@@ -277,14 +277,16 @@ def plant_host_work(dest: Path, calls: int) -> Path:
                          HOST_WORK.format(calls=calls))
 
 
-SPIN = '''    model = module.LlamaModel
+BEFORE_FORWARD = '''    model = module.LlamaModel
     original = model.forward
 
     def forward(self, *args, **kwargs):
-        sum(range({count!r}))  # CPU time in one C call: what a CPU-time timer sees, a call more for the counter
+        {work}
         return original(self, *args, **kwargs)
 
     model.forward = forward'''
+SPIN = "sum(range({count!r}))  # CPU time in one C call: what a CPU-time timer sees, a call more for the counter"
+SLEEP = "__import__('time').sleep({seconds!r})  # wall time only: no CPU, two calls more for the counter"
 
 
 def plant_step_spin(dest: Path, count: int) -> Path:
@@ -295,4 +297,14 @@ def plant_step_spin(dest: Path, count: int) -> Path:
     if count < 1:
         raise PlantError(f"count={count}: plant a spin of at least 1")
     return _served_plant(dest, f"sum(range({count})) before every Llama forward", "transformers.models.llama.modeling_llama",
-                         SPIN.format(count=count))
+                         BEFORE_FORWARD.format(work=SPIN.format(count=count)))
+
+
+def plant_step_sleep(dest: Path, ms: float) -> Path:
+    """A directory whose ``sitecustomize`` makes every forward of transformers' ``LlamaModel`` first sleep ``ms``:
+    slower in wall time with the same work, and no slower in CPU time (``release-check --timer wall`` sees it,
+    the default CPU-time timer of a host check cannot)."""
+    if not 0 < ms < 1000:
+        raise PlantError(f"ms={ms}: plant a sleep above 0 and under 1000 ms per step")
+    return _served_plant(dest, f"a {ms:g} ms sleep before every Llama forward", "transformers.models.llama.modeling_llama",
+                         BEFORE_FORWARD.format(work=SLEEP.format(seconds=ms / 1000.0)))

@@ -129,7 +129,30 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--page", "--readme", dest="page", type=Path,
                    help="replace the power table of this docs page, docs/release-check.md (between its power-table "
                    "markers; --readme is the option's former name)")
+    w = sub.add_parser("work-checks", help="whole host-work gate checks on NxDI's CPU mode: A/As and planted host "
+                       "work, alternating, each check recorded as it decided (issue 49)")
+    w.add_argument("--nxdi-source", type=Path, required=True, help="the NxDI tree both sides run (../shared/vendor)")
+    w.add_argument("--out", type=Path, required=True, help="each check's evidence folder and log")
+    w.add_argument("--record", type=Path, help="the record (default OUT/work-checks.json), rewritten after each check")
+    w.add_argument("--checks", type=parse_positive_int, default=20, help="checks of each arm (default 20)")
+    w.add_argument("--calls", type=parse_positive_int, default=260,
+                   help="Python calls planted in each TKG step (default 260: ~10%% of carbon-tiny's step on NxDI 0.9)")
+    w.add_argument("--gate-pct", type=float, default=2.0, help="the checks' --gate-work, in percent (default 2)")
+    w.add_argument("--rounds", type=parse_positive_int, default=4, help="pairs of the first look (default 4)")
     return parser
+
+
+def work_checks_command(args: argparse.Namespace) -> int:
+    from harness.release.power.work_checks import stream, tally
+
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    record = (args.record or out / "work-checks.json").resolve()
+    state = stream(sys.executable, args.nxdi_source.resolve(), out, record, args.checks, args.calls, args.gate_pct,
+                   args.rounds, lambda m: print(f"[work-checks] {m}", file=sys.stderr, flush=True))
+    counts = tally(state)
+    print("; ".join(f"{arm}: {ok} of {n} as required" for arm, (ok, n) in counts.items()))
+    return 0 if all(ok == n for ok, n in counts.values()) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     if args.command == "stream":
         return stream_command(args)
+    if args.command == "work-checks":
+        return work_checks_command(args)
     return analyse_command(args)
 
 

@@ -64,6 +64,29 @@ def test_in_process_cpu_checks_time_process_cpu_on_one_thread(baseline, candidat
     assert (option(cmd, "--benchmark-timer") == "time.process_time") is cpu_time
 
 
+HF_A, HF_B = Side("baseline", "/a/python", None, "hf"), Side("candidate", "/b/python", None, "hf")
+
+
+@pytest.mark.parametrize("timer, process_time", [("auto", True), ("cpu", True), ("wall", False)])
+def test_timer_wall_times_an_in_process_check_on_the_wall_clock_and_keeps_one_torch_thread(timer, process_time):
+    """A sleep or a wait is spent in wall time only: ``--timer wall`` is how a host check sees one."""
+    from harness.release.plan import side_env
+
+    plan = plan_of(HF_A, HF_B, timer=timer)
+    cmd = perf_command(plan, HF_B, Path("/tmp/b.json"), Path("/tmp/j.xml"))
+    assert (option(cmd, "--benchmark-timer") == "time.process_time") is process_time
+    assert ("process CPU time" in plan.mode) is process_time and ("wall time" in plan.mode) is not process_time
+    assert side_env(plan, HF_B)["OMP_NUM_THREADS"] == "1"
+
+
+def test_timer_cpu_is_refused_for_a_device_check_naming_what_would_do(tmp_path):
+    from tests.helpers import run_cli
+
+    r = run_cli("release-check", "--out", str(tmp_path / "o"), "--baseline-python", sys.executable,
+                "--candidate-python", sys.executable, "--timer", "cpu")
+    assert r.returncode == 2 and "--timer cpu" in r.stderr and "--timer wall or auto" in r.stderr, r.stderr
+
+
 def test_every_side_writes_its_contract_against_the_reference():
     plan = plan_of(NXDI, SERVED, cpu=True)
     for side in (NXDI, SERVED):
