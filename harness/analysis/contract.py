@@ -14,8 +14,10 @@ The data a side supplies (``harness.workloads.contract`` writes it; schema 2), o
                   "greedy": [...],                           # its greedy tokens, EOS ignored
                   "sequences": {KIND: {"tokens": [...], "from": F, "rows": [ROW, ...], "fns": [[24 floats], ...]}},
                   "eos": {"eos_token_id": E, "stop": S, "tokens": [...]},       # optional
-                  "padded": {"pad": P, "greedy": [...], "rows": [ROW, ...]}}],  # optional (no rows: why,
-     "stack": "transformers 5.24.0"}                                  # in "rows_not_measured"); optional
+                  "padded": {"pad": P, "greedy": [...], "rows": [ROW, ...]},    # optional (no rows: why,
+                                                                      # in "rows_not_measured")
+                  "batched": {"rows_of": ["cut", "own"], "rows": [[ROW, ...], [ROW, ...]]}}],  # optional, as padded
+     "stack": "transformers 5.24.0"}                                  # optional
 
 A sequence is the full token list; ``rows[j]`` scores ``tokens[F + j]`` given ``tokens[:F + j]``.
 ``ROW`` is ``[token, logprob, [[id, logprob], ...top-k descending], extra, probes]`` (``ScoredToken``;
@@ -36,7 +38,13 @@ not measured for it). ``eos``: the same prompt generated through the stack's own
 ``E = greedy[S]`` (its first occurrence) as EOS; it must stop there. ``padded``: the ``cut`` prompt
 right-padded with P pad ids, greedy: it must equal the unpadded one up to a near-tie; its ``rows`` score the
 ``cut`` sequence's greedy tokens through the padded row (``Engine.score_padded``), held to the unpadded ``cut``
-rows position by position. ``stack``: the side's transformers where it runs transformers (the judge says when
+rows position by position. ``batched`` (a shape of batch size 2 or more): the ``cut`` prompt and the whole
+prompt in one batch of mixed lengths (``Engine.score_batched``), each row scoring the greedy tokens of the
+sequence kind ``rows_of`` names, held to that kind's unpadded rows position by position. A server's batch is
+concurrent requests (it never pads): its ``own`` prompt decoded beside one 4 tokens longer, ``"concurrent":
+true``, its decode-step rows as far as its greedy tokens agree with its own (``diverged_at``: the first that
+does not, where one does). A prompt may carry
+the ``own`` sequence alone (the long prompt of a ``long_prompt`` shape). ``stack``: the side's transformers where it runs transformers (the judge says when
 that is the very code of its yardstick or reference).
 
 The reference and yardstick files (``harness.workloads.threeway``) have the same shape, the same
@@ -179,6 +187,7 @@ class SideJudgement:
     margin_noise: float = 0.0  # the yardstick's: the largest change it makes to the reference's margin
     spreads: list[Spread] = field(default_factory=list)
     padded: PaddedSpread | None = None
+    batched: list[PaddedSpread] = field(default_factory=list)  # per row kind of the batched rows
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -192,6 +201,7 @@ class SideJudgement:
                 "tie_allowance": self.tie_allowance, "margin_noise": self.margin_noise, "passed": self.passed,
                 "spreads": [s.to_dict() for s in self.spreads],
                 "padded": self.padded.to_dict() if self.padded else None,
+                "batched": [b.to_dict() for b in self.batched],
                 "findings": [f.describe() for f in self.findings],
                 "notes": self.notes}
 
@@ -227,6 +237,15 @@ def judge_side(who: str, target: Mapping[str, Any], reference: Mapping[str, Any]
     elif cut is not None:
         out.notes.append(f"padded rows not scored by log-probabilities ({missing or 'none supplied'}); "
                          "only their greedy tokens were compared")
+    by_kind, missing = batched_rows(target, aligned)
+    for kind, rows in sorted(by_kind.items()):
+        out.batched.append(padded_spread(rows, crit, f"batched-row log-probs ({kind})"))
+        out.findings += out.batched[-1].findings
+    if missing:
+        out.notes.append(f"batched rows of mixed lengths not scored by log-probabilities ({missing})")
+    out.notes += [f"batched rows of {p['name']}: the concurrent row's greedy token {p['batched']['diverged_at']} "
+                  "differs from its single run's; its rows are compared up to there"
+                  for p in target["prompts"] if "diverged_at" in (p.get("batched") or {})]
     return out
 
 
@@ -267,6 +286,30 @@ def padded_rows(target: Mapping[str, Any], cut: Aligned | None) -> tuple[list[tu
     return out, why
 
 
+def batched_rows(target: Mapping[str, Any], aligned: Sequence[Aligned]) -> tuple[dict[str, list[tuple]], str]:
+    """Row kind -> (prompt, position, batched, unpadded, reference, yardstick) of every batched row the side
+    scored, and why it scored none where it supplied the entry without rows."""
+    by = {a.kind: {(n, pos): (t, r, y) for n, pos, t, r, y in a.rows} for a in aligned}
+    out: dict[str, list[tuple]] = {}
+    why = ""
+    for p in target["prompts"]:
+        batched = p.get("batched") or {}
+        why = why or batched.get("rows_not_measured", "")
+        for kind, rows in zip(batched.get("rows_of", []), batched.get("rows") or []):
+            seq = p.get("sequences", {}).get(kind)
+            if seq is None or kind not in by:
+                raise ContractError(f"prompt {p['name']!r}: batched rows of {kind!r}, a sequence this side did not "
+                                    f"score; known: {', '.join(sorted(p.get('sequences', {})))}")
+            want = batched.get("diverged_at", len(seq["rows"]))  # a server's concurrent row: as far as it agrees
+            if len(rows) != want or want > len(seq["rows"]):
+                raise ContractError(f"prompt {p['name']!r}: {len(rows)} batched rows for {len(seq['rows'])} unpadded "
+                                    f"{kind} rows; a batched row scores the same tokens")
+            for j, row in enumerate(rows):
+                t, r, y = by[kind][(p["name"], seq["from"] + j)]
+                out.setdefault(kind, []).append((p["name"], seq["from"] + j, ScoredToken.from_list(row), t, r, y))
+    return out, ("" if out else why)
+
+
 @dataclass(frozen=True)
 class Divergence:
     """The first position where the two sides' greedy tokens differ, on one prompt (shown, not gated:
@@ -299,7 +342,7 @@ class ContractResult:
         if not self.sides:  # nothing compared: why (not measured, a side wrote none, different weights)
             return ["### Output contract", ""] + [f"- {n}" for n in self.reasons + self.notes] + [""]
         lines = ["### Output contract (each side and its yardstick against the fp32 transformers reference)", "",
-                 f"Greedy tokens identical between the sides on {self.identical} of {self.prompts} DNA prompts.", "",
+                 f"Greedy tokens identical between the sides on {self.identical} of {self.prompts} prompts.", "",
                  "| side | dtype | yardstick | sequence | positions | σ ratio | largest per position | top-5 | top-50 | "
                  "top-1000 | all | top-1 | near-tie | FNS σ ratio | |",
                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -321,6 +364,11 @@ class ContractResult:
                 lines.append(f"\nPadded rows of {side.who}: rms(padded − unpadded) over the yardstick's rounding, "
                              f"largest {side.padded.ratio:.3g} (≤{side.criterion.pad_factor:g}){at} over "
                              f"{side.padded.positions} positions.")
+            for b in side.batched:
+                at = f" at {b.at[0]} {b.at[1]}" if b.at else ""
+                lines.append(f"\nBatched rows of {side.who} ({b.what}): rms(batched − single run) over the "
+                             f"yardstick's rounding, largest {b.ratio:.3g} (≤{side.criterion.pad_factor:g}){at} over "
+                             f"{b.positions} positions.")
         lines += ["", "σ ratio: rms(side − fp32) / rms(yardstick − fp32), pooled and (largest per position) at each "
                   "position; top-k: the largest |side − fp32| over the "
                   "top-k ids / the yardstick's; near-tie: nats of reference margin below which a top-1 may differ."]

@@ -246,20 +246,21 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
 
 @dataclass
 class PaddedSpread:
-    """A side's padded rows against its own unpadded ``cut`` rows, position by position."""
+    """A side's padded (or batched) rows against its own unpadded single-run rows, position by position."""
 
     positions: int
     ratio: float  # the largest per-position rms(padded - unpadded) / the yardstick's rounding there
     at: tuple[str, int] | None
     findings: list[Finding] = field(default_factory=list)
+    what: str = "padded-row log-probs (cut)"  # which rows, against which: the finding's criterion
 
     def to_dict(self) -> dict[str, Any]:
-        return {"positions": self.positions, "ratio": self.ratio, "at": list(self.at) if self.at else None,
-                "findings": [f.describe() for f in self.findings]}
+        return {"what": self.what, "positions": self.positions, "ratio": self.ratio,
+                "at": list(self.at) if self.at else None, "findings": [f.describe() for f in self.findings]}
 
 
 def padded_spread(rows: Sequence[tuple[str, int, ScoredToken, ScoredToken, ScoredToken, ScoredToken]],
-                  crit: Criterion) -> PaddedSpread:
+                  crit: Criterion, what: str = "padded-row log-probs (cut)") -> PaddedSpread:
     """``rows``: (prompt, position, padded, unpadded, reference, yardstick). A padded row runs other kernel
     shapes than the unpadded one, so it may differ by rounding: at most ``pad_factor`` x what the yardstick's
     rounding does at that position (floored by its pooled sigma over the rows and ``sigma_floor``), over
@@ -275,12 +276,13 @@ def padded_spread(rows: Sequence[tuple[str, int, ScoredToken, ScoredToken, Score
     pooled = max(_rms([v for *_, _, v in per]), crit.sigma_floor)
     ratios = [(n, p, d / max(y, pooled)) for n, p, d, y in per]
     if not ratios:
-        return PaddedSpread(0, 0.0, None)
+        return PaddedSpread(0, 0.0, None, what=what)
     name, pos, worst = max(ratios, key=lambda x: x[2])
-    out = PaddedSpread(len(ratios), worst, (name, pos))
+    out = PaddedSpread(len(ratios), worst, (name, pos), what=what)
     if worst > crit.pad_factor:
-        out.findings.append(Finding("padded-row log-probs (cut)", name, pos,
-                                    f"rms(padded - unpadded) over the yardstick's rounding there = {worst:.3g} > "
+        out.findings.append(Finding(what, name, pos,
+                                    f"rms({what.split('-row')[0]} - unpadded single run) over the yardstick's "
+                                    f"rounding there = {worst:.3g} > "
                                     f"{crit.pad_factor:g}", "largest"))
     return out
 

@@ -128,6 +128,22 @@ def padded_scores(engine: "Engine", prompt: Sequence[int], continuation: Sequenc
     return scored_from_logits(logits, continuation, top_k, probe_ids)
 
 
+def batched_scores(engine: "Engine", prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]],
+                   pad_id: int, top_k: int, probe_ids: Sequence[int] = ()) -> list[list[ScoredToken]]:
+    """``Engine.score_batched`` for the same engines: prompts of mixed lengths in one batch, each right-padded
+    to the longest (attention mask 0 there), as the stack's static batch pads them, then decode steps fed
+    each row's continuation (all of one length)."""
+    width = max(len(p) for p in prompts)
+    n = len(continuations[0])
+    if any(len(c) != n for c in continuations) or len(prompts) != len(continuations):
+        raise ValueError(f"{len(prompts)} prompts and continuations of lengths {[len(c) for c in continuations]}: "
+                         "one continuation per prompt, all of one length (decode steps run the batch together)")
+    batch = Batch(torch.tensor([[*p, *[pad_id] * (width - len(p))] for p in prompts]),
+                  torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in prompts]))
+    logits = engine.continuation_logits(batch, torch.tensor([list(c) for c in continuations])).reshape(len(prompts), n, -1)
+    return [scored_from_logits(logits[i], c, top_k, probe_ids) for i, c in enumerate(continuations)]
+
+
 def fns_log_marginals(logits: torch.Tensor) -> list[list[float]]:
     """Per row of logits ``[N, V]``, the 24 FNS log-marginals log P(base b at 6-mer position j) (j-major,
     bases A C G T), from a softmax over the 6-mer block (``harness.carbon.fns``)."""
@@ -207,16 +223,32 @@ class Engine(abc.ABC):
         logits = self.continuation_logits(Batch.from_ids([list(prompt)]), torch.tensor([list(continuation)]))
         return scored_from_logits(logits, continuation, top_k, probe_ids), fns_log_marginals(logits) if fns else None
 
+    # True for an engine whose ``continuation_logits`` runs a padded batch through its own prefill and decode
+    # (transformers, NxDI): ``score_padded`` and ``score_batched`` then score through it. The default full pass
+    # drops the padding, which would compare the unpadded row with itself.
+    scores_padded_batches = False
+
     def score_padded(self, prompt: Sequence[int], continuation: Sequence[int], pad: int, pad_id: int, top_k: int,
                      probe_ids: Sequence[int] = ()) -> list[ScoredToken]:
         """``score`` of ``prompt`` as a padded row (right-padded with ``pad`` ids ``pad_id``, attention
         mask 0 there, as ``generate_padded``): the contract compares it position by position with the
         unpadded rows, so a stack whose decode ignores the padding mask shows even where the greedy
-        tokens survive it. Only an engine whose ``continuation_logits`` runs a padded batch through its
-        own prefill and decode says so by overriding this (``padded_scores``); the default full pass
-        drops the padding, which would compare the unpadded row with itself."""
-        raise BackendCannot(f"{type(self).__name__} does not score a padded row (a server never pads: its "
-                            "batched rows are concurrent requests)")
+        tokens survive it (``padded_scores``)."""
+        if not self.scores_padded_batches:
+            raise BackendCannot(f"{type(self).__name__} does not score a padded row (a server never pads: its "
+                                "batched rows are concurrent requests)")
+        return padded_scores(self, prompt, continuation, pad, pad_id, top_k, probe_ids)
+
+    def score_batched(self, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]], pad_id: int,
+                      top_k: int, probe_ids: Sequence[int] = ()) -> list[list[ScoredToken]]:
+        """``score`` of several prompts of mixed lengths in one batch, each row's rows (``batched_scores``): the
+        contract holds each to the same prompt's unpadded single run, position by position, so a stack whose
+        batched decode mixes rows' KV slots or positions shows there."""
+        if not self.scores_padded_batches:
+            raise BackendCannot(f"{type(self).__name__} does not score a batch of mixed lengths (a server never "
+                                "pads: its batched rows are concurrent requests)")
+        self.shape.validate_request(max(len(p) for p in prompts), len(continuations[0]), len(prompts))
+        return batched_scores(self, prompts, continuations, pad_id, top_k, probe_ids)
 
     def generate_until_eos(self, prompt: Sequence[int], max_new_tokens: int, eos_token_id: int) -> list[int]:
         """Greedy tokens of one prompt through the stack's own stopping rule with ``eos_token_id`` as

@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 
-from harness.backends.base import (Batch, Engine, EngineInfo, GenerationResult, ScoredToken, Selector,
-                                   padded_scores)
+from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector
 from harness.backends.device import DeviceClock, device_clock_for
 from harness.carbon.fns import KMER_START, KMERS
 from harness.core.errors import BackendError
@@ -85,6 +84,8 @@ def engine_config(model: Any) -> dict[str, Any]:
 
 
 class HFEngine(Engine):
+    scores_padded_batches = True  # its continuation_logits prefills and decodes a padded batch as it is
+
     def __init__(self, checkpoint: Path, shape: RunShape, model_name: str, device: str = "auto",
                  dtype: str = "auto", share_weights: bool = True) -> None:
         """``share_weights=False`` loads a private copy (for a test that perturbs weights)."""
@@ -260,11 +261,6 @@ class HFEngine(Engine):
         self.reset()
         logits = torch.stack(steps, dim=1)  # [B, N, V]
         return logits.reshape(-1, logits.shape[-1]).cpu()
-
-    def score_padded(self, prompt: Sequence[int], continuation: Sequence[int], pad: int, pad_id: int, top_k: int,
-                     probe_ids: Sequence[int] = ()) -> list[ScoredToken]:
-        """A right-padded row through this engine's own prefill and decode steps (``padded_scores``)."""
-        return padded_scores(self, prompt, continuation, pad, pad_id, top_k, probe_ids)
 
     @torch.inference_mode()
     def logits(self, batch: Batch) -> torch.Tensor:

@@ -216,6 +216,8 @@ class RunShape:
     max_new_tokens: int
     tp_degree: int = 4
     prompt_bp: int | None = None  # DNA prompts of this many bp (None: the context length in tokens)
+    # the output contract adds a text-and-DNA prompt filling the context, decoded to the end of seq_len
+    long_prompt: bool = False
 
     def __post_init__(self) -> None:
         for attr in ("batch_size", "max_context_length", "seq_len", "max_new_tokens", "tp_degree"):
@@ -248,6 +250,10 @@ SHAPES: dict[str, RunShape] = {
     for s in (
         RunShape("report-bs1", batch_size=1, max_context_length=256, seq_len=512, max_new_tokens=180, prompt_bp=1080),
         RunShape("smoke", batch_size=1, max_context_length=32, seq_len=160, max_new_tokens=128, prompt_bp=180),
+        # the output contract's long shape (issue 47): prompts filling a 64-token context, batches of 2 of mixed
+        # lengths, and a text-and-DNA prompt decoded to the last position of the sequence
+        RunShape("contract-long", batch_size=2, max_context_length=64, seq_len=192, max_new_tokens=130,
+                 prompt_bp=372, long_prompt=True),
         RunShape("a100-style-bs16", batch_size=16, max_context_length=256, seq_len=512, max_new_tokens=170,
                  prompt_bp=1020),
         RunShape("dna-suite-bs1", batch_size=1, max_context_length=256, seq_len=512, max_new_tokens=180,

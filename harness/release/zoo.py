@@ -45,10 +45,11 @@ class Case:
     stack: str
     model: str
     case: str  # correct-bf16, correct-fp32, a defect planted in a bf16 candidate, or DEFECT-fp32 (the fp32 leg)
+    shape: str = "smoke"  # contract-long: batched rows of mixed lengths and a prompt decoded to the sequence's end
 
     @property
     def name(self) -> str:
-        return f"{self.stack}-{self.model}-{self.case}"
+        return f"{self.stack}-{self.model}-{self.case}" + (f"-{self.shape}" if self.shape != "smoke" else "")
 
     @property
     def dtype(self) -> str:
@@ -80,13 +81,13 @@ class Case:
 BELOW_BF16_NOISE = {("carbon-tiny-trained", "rms-eps")}
 
 
-def cases(stacks: list[str], models: list[str], names: list[str]) -> list[Case]:
+def cases(stacks: list[str], models: list[str], names: list[str], shape: str = "smoke") -> list[Case]:
     """Every (stack, model, case) asked for; correct-bf16-eager (transformers with eager attention) and the
     near-threshold defects (hooks on transformers' SDPA call) only on hf; a served vLLM candidate in its
     correct cases only (its planted defects are tests/release/test_served_plants.py's); no defect where it is
     below bf16 noise (``BELOW_BF16_NOISE``)."""
     skip = {("nxdi", "correct-bf16-eager")}
-    return [Case(stack, model, name) for stack in stacks for model in models for name in names
+    return [Case(stack, model, name, shape) for stack in stacks for model in models for name in names
             if (stack, name) not in skip and (model, name) not in BELOW_BF16_NOISE
             and (stack == "hf" or name not in NEAR) and (stack != "vllm" or name in VLLM_CASES)]
 
@@ -96,7 +97,8 @@ def command(case: Case, folder: Path, nxdi_source: Path, nxdi_python: str, vllm_
     """The release-check command of one case, and its environment (a vllm case: the fp32 transformers
     baseline, and the candidate served by vLLM in ``vllm_python``, started by the check with the case's dtype)."""
     cmd = [sys.executable, "-m", "harness.cli", "release-check", "--conformance-only", "--conformance-markers",
-           "contract", "--model", case.model, "--dtype", case.dtype, "--out", str(folder / "check"), "--force"]
+           "contract", "--model", case.model, "--dtype", case.dtype, "--shape", case.shape, "--out", str(folder / "check"),
+           "--force"]
     env = {**os.environ}
     hook = case.defect if case.defect in HOOKS else case.case if case.case in HOOKS else None
     if case.stack == "nxdi":
@@ -168,7 +170,8 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     if args.action == "run":
         if args.out is None:
             raise ReleaseCheckError("contract-zoo run needs --out DIR")
-        selected = cases(args.stack or list(DEFAULT_STACKS), args.model or list(MODELS), args.case or [*CORRECT, *DEFECTS, *NEAR])
+        selected = cases(args.stack or list(DEFAULT_STACKS), args.model or list(MODELS),
+                         args.case or [*CORRECT, *DEFECTS, *NEAR], args.shape)
         if any(c.stack == "nxdi" for c in selected) and not (args.nxdi_source and args.nxdi_python):
             raise ReleaseCheckError("the nxdi cases need --nxdi-source DIR (an NxDI tree) and --nxdi-python PY (an "
                                     "environment with transformers 4.57), or --stack hf")
@@ -197,6 +200,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stack", action="append", choices=STACKS)
     p.add_argument("--model", action="append", choices=MODELS)
     p.add_argument("--case", action="append", choices=(*CORRECT, *DEFECTS, *NEAR))
+    p.add_argument("--shape", default="smoke", choices=("smoke", "contract-long"),
+                   help="run: the shape every case checks at (default smoke; contract-long: batches of 2 of mixed "
+                        "lengths, and a text-and-DNA prompt filling the context decoded to the sequence's end)")
     p.add_argument("--nxdi-source", type=Path, help="the NxDI tree of both nxdi sides (such as ../shared/vendor)")
     p.add_argument("--nxdi-python", help="the interpreter of the nxdi sides: transformers 4.57, as NxDI pins (such as "
                                          ".nox/trn2-stack/bin/python)")

@@ -88,12 +88,15 @@ def _candidates(rows: list[dict[str, Any]], dtype: str, correct: bool, yardstick
 
 
 def _per_position(rows: list[dict[str, Any]], dtype: str) -> dict[str, Any]:
-    """The largest per-position sigma ratio (cases other than the yardstick itself) and padded-row ratio
-    (every correct case) of the correct ``dtype`` candidates (largest figures: x ``HEADROOM_MAX``)."""
+    """The largest per-position sigma ratio (cases other than the yardstick itself) and padded- or batched-row
+    ratio (every correct case: each is held to its own single run) of the correct ``dtype`` candidates (largest
+    figures: x ``HEADROOM_MAX``)."""
     judged, padded = _candidates(rows, dtype, True), _candidates(rows, dtype, True, yardstick_too=True)
     return {"position_ratio": _worst([(n, s["position_ratio"]) for n, s in _spreads(judged) if "position_ratio" in s]),
             "pad_factor": _worst([(r["name"], r["candidate"]["padded"]["ratio"]) for r in padded
-                                  if (r["candidate"].get("padded") or {}).get("positions")])}
+                                  if (r["candidate"].get("padded") or {}).get("positions")]
+                                 + [(f"{r['name']} ({b['what']})", b["ratio"]) for r in padded
+                                    for b in r["candidate"].get("batched") or [] if b.get("positions")])}
 
 
 def _spreads(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:

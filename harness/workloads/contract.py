@@ -11,6 +11,13 @@ tokens, and the log-probabilities (top ``TOP_K``, the probe ids, FNS marginals) 
   prompt right-padded with ``PAD_CUT`` pad ids (a padded row must generate what it does unpadded, and
   score those tokens as the unpadded row does, position by position).
 
+On a shape of batch size 2 or more, ``batched``: the ``cut`` prompt and the whole prompt in one batch (mixed
+lengths, the shorter right-padded as the stack's static batch pads it), each row scoring its own unpadded
+greedy tokens: each is held to that prompt's single run (the ``cut`` and ``own`` rows) position by position.
+On a shape with ``long_prompt``, one more prompt, ``LONG_PROMPT``: text then DNA, filling the context, decoded
+to the last position of the sequence (its ``own`` sequence alone: the far positions where a KV cache bucket, a
+rotary table or a decode position runs out).
+
 Then EOS: the prompt once more through the stack's own stopping rule, with the first greedy token that
 does not repeat an earlier one (from ``EOS_FROM`` on, else the last such from 1 on: carbon-tiny-trained's
 greedy tokens cycle with period 3, a tandem repeat) as EOS: a stack that honours EOS stops there.
@@ -34,12 +41,62 @@ NEW_TOKENS = 16
 TOP_K = 1000  # the largest finite tier (NxDI's logit validation: top-5 / 50 / 1000 / all)
 PAD_CUT = 4
 EOS_FROM = 4
+LONG_PROMPT = "long_mixed"
+LONG_TEXT = "Human promoter region upstream of a housekeeping gene, annotated for a regulatory variant scan: "
 
 
 def contract_prompts(shape: RunShape) -> list[tuple[str, str]]:
     """(case name, prompt) of the contract, each ``shape.prompt_bp`` long so it fits the shape."""
     bp = shape.prompt_bp or shape.max_context_length * 6 - 6
     return [(case.name, case.prompt) for case in prompt_suite(bp)[:PROMPTS]]
+
+
+def long_prompt_ids(tokenizer: CarbonTokenizer, shape: RunShape) -> list[int]:
+    """``LONG_TEXT`` then ``<dna>`` and as many whole 6-mers of the suite's balanced sequence as fill the
+    shape's context: the longest prompt the shape takes, text and DNA mixed."""
+    from harness.carbon.dna import DNA_BEGIN
+
+    dna = prompt_suite(6 * shape.max_context_length)[0].sequence
+    fits = [k for k in range(len(dna) // 6, 0, -1)
+            if len(tokenizer(LONG_TEXT + DNA_BEGIN + dna[:6 * k])["input_ids"]) <= shape.max_context_length]
+    if not fits:
+        raise ValueError(f"shape {shape.name!r}: max_context_length={shape.max_context_length} holds no 6-mer after "
+                         f"the long prompt's {len(tokenizer(LONG_TEXT + DNA_BEGIN)['input_ids'])} text tokens")
+    return list(tokenizer(LONG_TEXT + DNA_BEGIN + dna[:6 * fits[0]])["input_ids"])
+
+
+def long_entry(engine: Engine, tokenizer: CarbonTokenizer, shape: RunShape, probes: Sequence[int]) -> dict[str, Any]:
+    """The long prompt's entry: its greedy tokens to the end of the sequence and its ``own`` rows."""
+    ids = long_prompt_ids(tokenizer, shape)
+    greedy, own = own_sequence(engine, ids, min(shape.max_new_tokens, shape.seq_len - len(ids)), probes)
+    return {"name": LONG_PROMPT, "prompt_ids": ids, "greedy": greedy, "sequences": {"own": own}}
+
+
+def batched_entry(engine: Engine, prompts: Sequence[Sequence[int]], greedy: Sequence[Sequence[int]], pad_id: int,
+                  probes: Sequence[int], own_path: str | None = None) -> dict[str, Any]:
+    """The ``cut`` and the whole prompt in one batch (``Engine.score_batched``), each row's rows; where the
+    engine cannot batch mixed lengths, why not (``rows_not_measured``). A server (its own rows are its decode
+    steps, ``own_path == "decode"``) never pads: its batch is concurrent requests, so the whole prompt is
+    decoded beside one ``PAD_CUT`` tokens longer (``beside_longer``) and its decode-step rows are held to its
+    own, as far as its greedy tokens agree with them (``diverged_at``: the first that does not)."""
+    out: dict[str, Any] = {"rows_of": ["cut", "own"]}
+    try:
+        engine.reset()
+        if own_path == "decode" and hasattr(engine, "beside_longer"):
+            ids, own = prompts[-1], greedy[-1]
+            tokens, rows = engine.beside_longer(ids, len(own), [*ids, *ids[-PAD_CUT:]], TOP_K)
+            k = next((j for j, (a, b) in enumerate(zip(tokens, own)) if a != b), len(own))
+            out = {"rows_of": ["own"], "concurrent": True, "rows": [[r.to_list() for r in rows[:k]]]}
+            if k < len(own):
+                out["diverged_at"] = k
+            return out
+        rows = engine.score_batched(prompts, greedy, pad_id, TOP_K, probes)
+        out["rows"] = [[r.to_list() for r in row] for row in rows]
+    except BackendCannot as exc:
+        out["rows_not_measured"] = str(exc)
+    finally:
+        engine.reset()
+    return out
 
 
 def contract_file(model: str, shape: str) -> str:
@@ -153,6 +210,11 @@ def collect(engine: Engine, tokenizer: CarbonTokenizer, shape: RunShape, fingerp
                           "cut": sequence(engine, [*cut, *cut_greedy], len(cut), probes)},
             "padded": padded_entry(engine, cut, cut_greedy, n, tokenizer.pad_token_id, probes),
             "eos": eos_run(engine, ids, greedy)})
+        if shape.batch_size >= 2:
+            prompts[-1]["batched"] = batched_entry(engine, [cut, ids], [cut_greedy, greedy], tokenizer.pad_token_id,
+                                                   probes, own.get("path"))
+    if shape.long_prompt:
+        prompts.append(long_entry(engine, tokenizer, shape, probes))
     info = engine.info
     stack = None
     if info.backend == "hf":  # the judge tells a side that runs the very code of its yardstick

@@ -17,7 +17,7 @@ from harness.analysis import side_checks
 from harness.analysis.contract import criterion_of, load_tolerances
 from harness.carbon.checkpoint import fingerprint
 from harness.core.contract_format import CONTRACT_SCHEMA, KINDS, write_contract
-from harness.workloads.contract import collect, contract_file, new_tokens
+from harness.workloads.contract import LONG_PROMPT, collect, contract_file, new_tokens
 
 pytestmark = [pytest.mark.compat, pytest.mark.contract]
 
@@ -49,7 +49,13 @@ def test_output_contract(pytestconfig, carbon_session, carbon_model, carbon_shap
         write_contract(Path(out) / name, contract)
     n = new_tokens(carbon_shape)
     for prompt in contract["prompts"]:
-        assert len(prompt["greedy"]) == n and set(prompt["sequences"]) == set(KINDS)
+        if prompt["name"] == LONG_PROMPT:  # filling the context, decoded to the last position of the sequence
+            assert carbon_shape.long_prompt and set(prompt["sequences"]) == {"own"}
+            assert len(prompt["prompt_ids"]) + len(prompt["greedy"]) == carbon_shape.seq_len
+            assert len(prompt["prompt_ids"]) > carbon_shape.max_context_length - 6  # within one 6-mer of the limit
+        else:
+            assert len(prompt["greedy"]) == n and set(prompt["sequences"]) == set(KINDS)
+            assert ("batched" in prompt) is (carbon_shape.batch_size >= 2)
         for seq in prompt["sequences"].values():
             assert len(seq["rows"]) == len(seq["tokens"]) - seq["from"]
             for token, logprob, top, *_ in seq["rows"]:

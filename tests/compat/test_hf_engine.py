@@ -148,3 +148,40 @@ def test_the_engine_passes_the_kv_cache_by_the_name_the_installed_transformers_t
     finally:
         logger.removeHandler(watched)
     assert not [m for m in watched.messages if "deprecat" in m.lower()], watched.messages
+
+
+def test_a_batch_of_mixed_lengths_scores_each_row_as_its_prompt_alone(engine, carbon_tokenizer, prompts):
+    """``score_batched`` (the output contract's batched rows): each row of a batch of mixed lengths, right-padded
+    and decoded together, scores its own continuation as the same prompt's single run does, up to fp32 rounding
+    of other kernel shapes; and a row given another row's continuation length is refused."""
+    ids = [list(carbon_tokenizer(p)["input_ids"]) for p in prompts[:2]]
+    assert len(ids[0]) != len(ids[1])
+    greedy = [engine.generate(Batch.from_ids([i]), 5).tokens[0].tolist() for i in ids]
+    engine.reset()
+    batched = engine.score_batched(ids, greedy, carbon_tokenizer.pad_token_id, 20)
+    for i, g, rows in zip(ids, greedy, batched):
+        alone, _ = engine.score(i, g, 20)
+        assert [r.token for r in rows] == g == [r.token for r in alone]
+        assert max(abs(a.logprob - b.logprob) for a, b in zip(rows, alone)) < 1e-4
+        assert [t for t, _ in rows[0].top[:5]] == [t for t, _ in alone[0].top[:5]]
+    with pytest.raises(ValueError, match="one continuation per prompt, all of one length"):
+        engine.score_batched(ids, [greedy[0], greedy[1][:3]], carbon_tokenizer.pad_token_id, 20)
+
+
+def test_a_batch_larger_than_the_shape_is_refused_before_scoring(tiny_hf_engine, carbon_tokenizer, prompts):
+    engine = tiny_hf_engine(SHAPES["smoke"])
+    ids = [list(carbon_tokenizer(p)["input_ids"])[:20] for p in prompts[:2]]
+    with pytest.raises(SpecError, match="batch of 2 prompts exceeds shape 'smoke' batch_size=1"):
+        engine.score_batched(ids, [[5, 6], [7, 8]], carbon_tokenizer.pad_token_id, 5)
+
+
+def test_the_long_prompt_mixes_text_and_dna_and_fills_the_context_to_within_one_6mer(carbon_tokenizer):
+    from harness.workloads.contract import LONG_TEXT, long_prompt_ids
+
+    shape = SHAPES["contract-long"]
+    ids = long_prompt_ids(carbon_tokenizer, shape)
+    text = carbon_tokenizer.decode(ids)
+    assert text.startswith(LONG_TEXT.strip()[:20]) and "<dna>" in text
+    assert shape.max_context_length - 1 <= len(ids) <= shape.max_context_length
+    with pytest.raises(ValueError, match="holds no 6-mer after the long prompt's"):
+        long_prompt_ids(carbon_tokenizer, RunShape("tiny", 1, 8, 16, 4))

@@ -77,3 +77,35 @@ def assert_environment_told(check: Path, planted: bool) -> None:
     assert any(line.startswith("| hook sitecustomize | - | ") and "sitecustomize.py (sha256 " in line
                for line in table), table
     assert "**Note: the sides' environments differ in env PYTHONPATH, hook sitecustomize" in md
+
+
+# the long shape (issue 47): batches of 2 of mixed lengths and a text-and-DNA prompt decoded to the sequence's end
+LONG = "contract-long"
+LONG_CASES = [("hf", "carbon-tiny-trained", "pad-mask-decode"), ("hf", "carbon-tiny-trained", "correct-fp32"),
+              ("nxdi", "carbon-tiny-trained", "correct-bf16"), ("nxdi", "carbon-tiny-trained", "correct-fp32")]
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("stack, model, case", [pytest.param(*c, id="-".join(c)) for c in LONG_CASES])
+def test_at_the_long_shape_batched_rows_and_the_long_prompt_are_judged(tmp_path, carbon_session, stack, model, case):
+    """Each side's batched rows (the cut and the whole prompt in one batch) are held to its single runs, per row
+    kind, and the long prompt's own sequence is judged with the rest: a correct stack passes with both there; a
+    decode that ignores the padding mask fails the batched rows of the shorter row as well as the padded ones."""
+    args = ["contract-zoo", "run", "--out", str(tmp_path), "--stack", stack, "--model", model, "--case", case,
+            "--shape", LONG]
+    if stack == "nxdi":
+        if carbon_session.config.nxdi_source is None:
+            pytest.skip("the NxDI cases need --carbon-nxdi-source DIR (an NxDI tree such as ../shared/vendor) and an "
+                        "interpreter with transformers 4.57 (this one runs the sides)")
+        args += ["--nxdi-source", str(carbon_session.config.nxdi_source), "--nxdi-python", sys.executable]
+    r = run_cli(*args, timeout=1500)
+    row = json.loads((tmp_path / "zoo.json").read_text())[0]
+    assert row["name"].endswith(f"-{LONG}") and row["exit"] == row["expected_exit"], (row["reasons"], r.stderr[-2000:])
+    candidate = row["candidate"]
+    assert [b["what"] for b in candidate["batched"]] == ["batched-row log-probs (cut)", "batched-row log-probs (own)"]
+    own = next(s for s in candidate["spreads"] if s["kind"] == "own")
+    assert own["positions"] > 3 * 16 + 100  # the long prompt's decode to the sequence's end is judged with the rest
+    if case.startswith("correct"):
+        assert candidate["passed"], candidate["findings"]
+        return
+    assert any(f.startswith("batched-row log-probs (cut)") for f in candidate["findings"]), candidate["findings"]

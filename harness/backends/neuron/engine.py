@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector, padded_scores
+from harness.backends.base import Batch, Engine, EngineInfo, GenerationResult, Selector
 from harness.backends.neuron.artifacts import (
     KEY_FILE,
     SHARDING_FILE,
@@ -125,6 +125,8 @@ def check_cpu_mode_logits_build(model: Any) -> None:
 class NeuronEngine(Engine):
     """NxDI's Llama through its public API: compiled on a Trainium2 host (content-addressed cache),
     or in NxDI's CPU mode (``cpu=True``: ``to_cpu()`` instead of compile/load)."""
+
+    scores_padded_batches = True  # its continuation_logits prefills and decodes a padded batch as it is
 
     def __init__(self, checkpoint: Path, shape: RunShape, model_name: str, cache_dir: Path | None = None,
                  variants: Iterable[str] = (), hardware: str = "trn2.3xlarge", cpu: bool = False,
@@ -372,10 +374,6 @@ class NeuronEngine(Engine):
         logits = torch.stack(steps, dim=1)[: batch.size]  # [B, N, V]
         self.reset()
         return logits.reshape(-1, logits.shape[-1])
-
-    def score_padded(self, prompt, continuation, pad, pad_id, top_k, probe_ids=()):  # typed as Engine's
-        """A right-padded row through this engine's own prefill and decode steps (``padded_scores``)."""
-        return padded_scores(self, prompt, continuation, pad, pad_id, top_k, probe_ids)
 
     def logits(self, batch: Batch) -> torch.Tensor:
         raise BackendCannot("the neuron builds return the full vocabulary at generated positions only: scoring "

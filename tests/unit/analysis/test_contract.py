@@ -313,6 +313,65 @@ def test_padded_rows_that_score_other_tokens_are_refused(crit):
         judged(side, crit)
 
 
+def batched_side(shift: float = 0.0, kind: str = "own", at: int | None = None) -> dict:
+    """The fixture's side with batched rows (``cut`` and ``own`` in one batch of mixed lengths): its own rows of
+    each kind, those of ``kind`` moved by ``shift`` (alternating in sign) at row ``at`` (every row when None)."""
+    side = copy.deepcopy(SIDE)
+    for p in side["prompts"]:
+        rows_of = {}
+        for k in ("cut", "own"):
+            rows = copy.deepcopy(p["sequences"][k]["rows"])
+            for j, row in enumerate(rows):
+                if k == kind and (at is None or j == at):
+                    row[1] += shift
+                    row[2] = [[i, v + shift * (-1) ** n] for n, (i, v) in enumerate(row[2])]
+                    row[3:] = []
+            rows_of[k] = rows
+        p["batched"] = {"rows_of": ["cut", "own"], "rows": [rows_of["cut"], rows_of["own"]]}
+    return side
+
+
+def test_batched_rows_equal_to_the_single_runs_pass_and_are_reported_per_row_kind(crit):
+    out = judged(batched_side(), crit)
+    assert out.passed and [b.what for b in out.batched] == ["batched-row log-probs (cut)",
+                                                          "batched-row log-probs (own)"]
+    assert all(b.ratio == 0.0 for b in out.batched)
+    assert out.batched[1].positions == sum(len(p["sequences"]["own"]["rows"]) for p in SIDE["prompts"])
+    assert any("Batched rows of candidate (batched-row log-probs (own))" in line
+               for line in judge_contract_markdown(out))
+
+
+def judge_contract_markdown(side_judgement) -> list[str]:
+    from harness.analysis.contract import ContractResult
+
+    return ContractResult(sides=[side_judgement]).markdown()
+
+
+@pytest.mark.parametrize("kind", ["cut", "own"])
+def test_a_batched_row_that_moves_one_position_fails_naming_its_kind_prompt_and_position(crit, kind):
+    out = judged(batched_side(shift=0.5, kind=kind, at=2), crit)
+    found = [f for f in out.findings if f.criterion.startswith("batched-row")]
+    assert [f.criterion for f in found] == [f"batched-row log-probs ({kind})"], [f.describe() for f in out.findings]
+    assert found[0].position == SIDE["prompts"][0]["sequences"][kind]["from"] + 2 and found[0].at == "largest"
+
+
+def test_a_side_that_cannot_batch_mixed_lengths_says_why_and_batched_rows_of_an_unscored_kind_are_refused(crit):
+    side = copy.deepcopy(SIDE)
+    for p in side["prompts"]:
+        p["batched"] = {"rows_of": ["cut", "own"], "rows_not_measured": "OpenAIEngine does not score a batch"}
+    out = judged(side, crit)
+    assert out.batched == [] and any("batched rows of mixed lengths not scored by log-probabilities (OpenAIEngine "
+                                     "does not score a batch)" in n for n in out.notes), out.notes
+    side = batched_side()
+    side["prompts"][0]["batched"]["rows_of"] = ["cut", "long"]
+    with pytest.raises(ContractError, match="batched rows of 'long', a sequence this side did not score"):
+        judged(side, crit)
+    side = batched_side()
+    side["prompts"][0]["batched"]["rows"][1].pop()
+    with pytest.raises(ContractError, match="batched rows for .* unpadded own rows"):
+        judged(side, crit)
+
+
 def test_a_transformers_side_running_its_yardsticks_code_is_told_so_and_another_stack_is_not(crit):
     label = YARDSTICK["computed_by"]  # "transformers X bf16 (prefill + decode steps)"
     side = {**SIDE, "backend": "hf", "dtype": "bf16", "stack": label.split(" bf16 ")[0]}
