@@ -81,7 +81,7 @@ def _positive(path: Path, where: str, value: Any) -> float:
 
 
 CRITERION_KEYS = {"sigma_ratio", "tier_factor", "tie_factor", "fns_sigma_ratio", "sigma_floor", "abs_floor",
-                  "margin_floor", "position_ratio", "pad_factor", "sigma_tokens"}
+                  "margin_floor", "position_ratio", "pad_factor", "tie_position_factor", "sigma_tokens"}
 
 
 def load_tolerances(path: Path = TOLERANCES_FILE) -> dict[str, Criterion]:
@@ -120,6 +120,7 @@ def load_tolerances(path: Path = TOLERANCES_FILE) -> dict[str, Criterion]:
                                _positive(path, f"{dtype}.margin_floor", entry["margin_floor"]),
                                _positive(path, f"{dtype}.position_ratio", entry["position_ratio"]),
                                _positive(path, f"{dtype}.pad_factor", entry["pad_factor"]),
+                               _positive(path, f"{dtype}.tie_position_factor", entry["tie_position_factor"]),
                                int(_positive(path, f"{dtype}.sigma_tokens", entry.get("sigma_tokens", 50))))
     for dtype, target in aliases.items():
         if target not in out:

@@ -42,8 +42,11 @@ HEADROOM_RMS = 1.25
 HEADROOM_MAX = 1.5
 COMMAND = ("carbon-harness contract-zoo run --out ZOO --nxdi-source \"$CARBON_NXDI_SOURCE\" --nxdi-python "
            ".nox/trn2-stack/bin/python && carbon-harness contract-zoo run --out SERVED --stack vllm --model carbon-tiny "
-           "--model carbon-tiny-trained --vllm-python .nox/serving/bin/python && carbon-harness contract-zoo calibrate "
-           "ZOO SERVED --write")
+           "--model carbon-tiny-trained --vllm-python .nox/serving/bin/python && carbon-harness contract-zoo run --out "
+           "LONG --shape contract-long --model carbon-tiny-trained --stack hf --stack nxdi --stack vllm --case "
+           "correct-bf16 --case correct-fp32 --case pad-mask-decode --case pad-mask-decode-fp32 --case kv-drop-late "
+           "--nxdi-source \"$CARBON_NXDI_SOURCE\" --nxdi-python .nox/trn2-stack/bin/python --vllm-python "
+           ".nox/serving/bin/python && carbon-harness contract-zoo calibrate ZOO SERVED LONG --write")
 
 
 def ceil2(x: float) -> float:
@@ -120,7 +123,7 @@ def margins_of(evidence: Path) -> dict[str, Any]:
     values = []
     for path in sorted((evidence / "reference" / "contract").glob("contract-*.json")):
         for p in json.loads(path.read_text())["prompts"]:
-            values += [ScoredToken.from_list(r).margin for r in p["sequences"]["scored"]["rows"]]
+            values += [ScoredToken.from_list(r).margin for r in p["sequences"].get("scored", {}).get("rows", [])]
     values.sort()
     q = (lambda f: values[min(len(values) - 1, int(f * len(values)))]) if values else (lambda f: math.nan)
     return {"positions": len(values), "p10": q(0.1), "p50": q(0.5), "p90": q(0.9), "max": values[-1] if values else None}
@@ -195,10 +198,38 @@ def calibrate(rows: list[dict[str, Any]]) -> dict[str, Any]:
                           **{f"top-{k}": _least([(n, max(s["tiers"][k]["ratio"] for s in ss)) for n, ss in defects
                                                  if all(s["tiers"][k].get("measured") for s in ss)])
                              for k in TIERS}},
-        "margins": {r["model"]: margins_of(Path(r["evidence"])) for r in bf16},
+        "per_position_tie": per_position_tie(rows),
+        "margins": {r["model"] + ("" if r.get("shape", "smoke") == "smoke" else f" ({r['shape']})"):
+                    margins_of(Path(r["evidence"])) for r in bf16},
         "cases": [{k: r[k] for k in ("name", "exit", "expected_exit", "wall_s")} for r in rows],
     }
     return {"calibration": record, "tolerances": tolerances_from(record)}
+
+
+def per_position_tie(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether a near-tie allowance per position (a factor times the yardstick's margin change at that position,
+    floored by ``margin_floor``) is narrower than the one global allowance anywhere: the factor it needs is the
+    largest per-position margin-change ratio of a correct candidate (each re-judged from its evidence, the
+    yardstick itself left out) x ``HEADROOM_MAX`` (``tie_position_factor``); its narrowest allowance is that
+    factor times ``margin_floor``, held to each correct case's global allowance."""
+    out: dict[str, Any] = {}
+    for dtype in ("bf16", "fp32"):
+        figures, allowances = [], []
+        for r in _candidates(rows, dtype, True):
+            for side in (s for c in rejudge(Path(r["evidence"])).values() for s in c.sides if s.who == "candidate"):
+                allowances.append((r["name"], side.tie_allowance, side.criterion.margin_floor))
+                figures += [(f"{r['name']} ({s.kind}, {s.position_margin_at[0]} {s.position_margin_at[1]})",
+                             s.position_margin_ratio) for s in side.spreads if s.position_margin_at]
+        worst = _worst(figures)
+        factor = ceil2(worst["max"] * HEADROOM_MAX)
+        narrowest = min((factor * floor / tie for _, tie, floor in allowances), default=None)
+        out[dtype] = {"position_margin_ratio": worst, "factor_needed": factor,
+                      "narrowest_over_global": narrowest,
+                      "narrower_anywhere": narrowest is not None and narrowest < 1.0}
+    out["decision"] = ("tie_position_factor is factor_needed: the allowance at a position is the lesser of it x the "
+                       "yardstick's margin change there (floored by margin_floor) and the global allowance; "
+                       "narrowest_over_global < 1 says where it is narrower")
+    return out
 
 
 def tolerances_from(record: dict[str, Any]) -> dict[str, Any]:
@@ -214,9 +245,11 @@ def tolerances_from(record: dict[str, Any]) -> dict[str, Any]:
     def local(figures: dict[str, Any]) -> dict[str, float]:
         return {k: ceil2(figures[k]["max"] * HEADROOM_MAX) for k in ("position_ratio", "pad_factor")}
 
+    ties = record["per_position_tie"]
     return {"fp32": {**ratios, **floors, "margin_floor": ceil2(fp32["margin_change"]["max"] * HEADROOM_RMS),
-                     **local(fp32)},
-            "bf16": {**ratios, **floors, "margin_floor": ceil2(bf16["least_margin_noise"]["min"]), **local(bf16)},
+                     **local(fp32), "tie_position_factor": ties["fp32"]["factor_needed"]},
+            "bf16": {**ratios, **floors, "margin_floor": ceil2(bf16["least_margin_noise"]["min"]), **local(bf16),
+                     "tie_position_factor": ties["bf16"]["factor_needed"]},
             "server": {"same_as": "bf16"}}
 
 
@@ -251,14 +284,16 @@ def rejudge(evidence: Path) -> dict[str, ContractResult]:
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """One line per case: the candidate's criterion values, re-judged with the shipped criterion; the finding
     shown is the one the case must fail on (``MUST_FAIL``), else the first; a recorded miss says so."""
-    lines = ["| stack | checkpoint | case | dtype | σ ratio scored / own | largest per position | padded rows | "
+    lines = ["| stack | checkpoint | case | dtype | σ ratio scored / own | largest per position | padded rows (/ batched "
+             "cut / own) | "
              "worst tier ratio | FNS σ ratio | top-1 agree / checked | exit | re-judged | required | "
              "finding (criterion: prompt, position) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         must, miss = MUST_FAIL.get(r["case"]), MISSES.get(r["case"])
         required = f"fail: {must}" if must else ("recorded" if miss else "pass" if r["expected_exit"] == 0 else "fail")
-        head = f"| {r['stack']} | {r['model']} | {r['case']} | {(r.get('candidate') or {}).get('dtype', '-')} |"
+        case = r["case"] + ("" if r.get("shape", "smoke") == "smoke" else f" ({r['shape']})")
+        head = f"| {r['stack']} | {r['model']} | {case} | {(r.get('candidate') or {}).get('dtype', '-')} |"
         judged = [s for c in rejudge(Path(r["evidence"])).values() for s in c.sides if s.who == "candidate"]
         if not judged:
             lines.append(f"{head} - | - | - | - | - | - | {r['exit']} | no contract | {required} | "
@@ -268,7 +303,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         by_kind = {s.kind: s for s in side.spreads}
         sigma = " / ".join(f"{by_kind[k].ratio:.3g}" if k in by_kind else "-" for k in ("scored", "own"))
         local = max((s.position_ratio for s in side.spreads), default=0.0)
-        padded = f"{side.padded.ratio:.3g}" if side.padded else "-"
+        padded = " / ".join([f"{side.padded.ratio:.3g}" if side.padded else "-", *(f"{b.ratio:.3g}" for b in side.batched)])
         tiers = max((t["ratio"] for s in side.spreads for t in s.tiers.values() if t.get("measured")), default=0.0)
         fns = next((f"{s.fns_ratio:.3g}" for s in side.spreads if s.fns_ratio is not None), "-")
         f = next((x for x in side.findings if must and x.criterion.startswith(must)),

@@ -10,7 +10,7 @@ import pytest
 
 from dataclasses import replace
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.analysis.threeway import Aligned, Criterion, padded_spread, spread
@@ -142,6 +142,48 @@ def test_a_flipped_top1_within_the_near_tie_passes():
     found = spread(aligned([row(flipped)]), replace(CRIT, sigma_ratio=1e9, position_ratio=1e9,
                                                   tier_factor={k: 1e9 for k in CRIT.tier_factor}), 2.0)
     assert found.top1_checked == 0 and found.findings == []
+
+
+def flip_at(margin: float, yardstick_moves: float) -> Aligned:
+    """One position where the reference's top-1 leads by ``margin`` and the target flips it, the yardstick moving
+    that margin by ``yardstick_moves`` there."""
+    ref = ((10, -1.0), (11, -1.0 - margin), *REFERENCE[2:])
+    a = Aligned("scored")
+    target = row(((11, -0.9), (10, -1.0), *REFERENCE[2:]))
+    yard = row(((10, -1.0), (11, -1.0 - margin + yardstick_moves), *REFERENCE[2:]))
+    a.rows.append(("balanced", 7, target, row(ref), yard))
+    return a
+
+
+LOOSE = replace(CRIT, sigma_ratio=1e9, position_ratio=1e9, tier_factor={k: 1e9 for k in CRIT.tier_factor},
+                margin_floor=1e-3, tie_position_factor=10.0)
+
+
+@settings(deadline=None)
+@given(margin=st.floats(0.05, 0.95), moves=st.floats(0.0, 0.04))
+def test_a_flip_beyond_the_allowance_at_its_own_position_fails_though_within_the_global_one(margin, moves):
+    """The global allowance (1.0 here) is set by the worst position; at a position where the yardstick moves the
+    margin by ``moves``, the allowance is ``tie_position_factor`` x that (floored): a flip of a wider margin fails
+    there, naming both allowances; one within it passes."""
+    allow = min(1.0, 10.0 * max(moves, 1e-3))
+    found = spread(flip_at(margin, moves), LOOSE, 1.0)
+    top1 = [f for f in found.findings if f.criterion.startswith("top-1")]
+    if margin > allow * (1 + 1e-9) + 1e-9:
+        assert top1 and f"near-tie allowance there {allow:.3g}; 1 anywhere" in top1[0].detail, (margin, allow)
+    elif margin < allow * (1 - 1e-6):
+        assert not top1 and found.top1_checked == 0
+
+
+def test_the_per_position_allowance_never_exceeds_the_global_one():
+    """A yardstick that moves the margin a lot at one position does not widen the allowance past the global."""
+    found = spread(flip_at(0.5, 0.2), LOOSE, 0.3)  # 10 x 0.2 = 2.0, capped at 0.3: a margin of 0.5 is checked
+    assert [f.criterion for f in found.findings] == ["top-1 agreement (scored)"]
+
+
+def test_the_per_position_margin_ratio_is_reported_where_it_is_largest():
+    found = spread(flip_at(0.5, 0.02), LOOSE, 1.0)
+    assert found.position_margin_at == ("balanced", 7)
+    assert found.position_margin_ratio == pytest.approx(abs((-1.0 + 0.9) - 0.5) / 0.02, rel=1e-6)  # its 0.6 over 0.02
 
 
 def padded(shift_at: dict[int, float], n: int = 20) -> list[tuple]:
