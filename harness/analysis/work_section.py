@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analysis.pairing import SideReport
+from harness.core.server_work import describe_server_change
 from harness.core.work import WorkCount, describe_change, growth, unstable
+
+GATED_SERVER = ("engine_steps", "step_tokens", "prompt_tokens", "preemptions")  # more of these: more work a batch
 
 
 def side_work(report: SideReport) -> dict[str, list[WorkCount]]:
@@ -29,18 +32,42 @@ def side_work(report: SideReport) -> dict[str, list[WorkCount]]:
     return out
 
 
+def server_side_work(report: SideReport) -> tuple[dict[str, list[dict[str, float]]], list[str]]:
+    """Benchmark name -> its server's counts per batch in each round that read them, and why a round read none."""
+    out: dict[str, list[dict[str, float]]] = {}
+    why: list[str] = []
+    for k in sorted(report.rounds):
+        for bench in report.rounds[k]:
+            work = bench.extra.get("server_work")
+            if isinstance(work, dict) and isinstance(work.get("counts"), dict):
+                out.setdefault(bench.name, []).append({n: float(v) for n, v in work["counts"].items()})
+            elif isinstance(work, dict) and work.get("not_counted") and work["not_counted"] not in why:
+                why.append(work["not_counted"])
+    return out, why
+
+
 @dataclass
 class WorkSection:
     rows: list[dict[str, Any]] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    served: list[dict[str, Any]] = field(default_factory=list)  # a served side's server counts per batch
 
     def to_dict(self) -> dict[str, Any]:
-        return {"benchmarks": self.rows, "reasons": self.reasons, "notes": self.notes}
+        return {"benchmarks": self.rows, "served": self.served, "reasons": self.reasons, "notes": self.notes}
 
     def markdown(self) -> list[str]:
+        if self.served and not self.rows:
+            lines = ["### Work per batch (the servers' own counts)", "",
+                     "vLLM's counters on each served side's /metrics around one untimed batch after each round's "
+                     "timed runs (first round; b: baseline, c: candidate). Python calls are not counted on a "
+                     "served side: they would be the client's.", "",
+                     "| benchmark | count | b | c |", "|---|---|---|---|"]
+            for r in self.served:
+                lines += [f"| `{r['benchmark']}` | {name} | {b:.6g} | {c:.6g} |" for name, (b, c) in r["counts"].items()]
+            return lines + [""] + [f"- {n}" for n in self.notes] + ([""] if self.notes else [])
         if not self.rows:
-            return []
+            return [f"- {n}" for n in self.notes] + ([""] if self.notes else [])
         lines = ["### Work per step", "", "Exact counts of one step (b: baseline, c: candidate), from an untimed pass "
                  "after each CTE / TKG benchmark's timed rounds, in its first round.", "",
                  "| benchmark | Python calls (b / c) | aten ops (b / c) | bytes (b / c) | rounds (b / c) |",
@@ -76,8 +103,8 @@ def work_section(baseline: SideReport, candidate: SideReport, timing_failed: Map
                  gate_pct: float | None = None) -> WorkSection:
     """The section for two sides; ``timing_failed``: each benchmark a timing figure failed, and how much slower
     (its relative change); ``gate_pct``: the
-    host-work gate's tolerance in percent (None: off). A served side counts nothing (its perf rounds time
-    whole generations through a client): it has no rows."""
+    host-work gate's tolerance in percent (None: off). A served side's client counts nothing of its engine (its
+    perf rounds time whole generations through a client): its rows are its server's own counts (``served``)."""
     base, new = side_work(baseline), side_work(candidate)
     failed = dict(timing_failed or {})
     out = WorkSection()
@@ -104,4 +131,35 @@ def work_section(baseline: SideReport, candidate: SideReport, timing_failed: Map
     if gate_pct is not None:
         missing = sorted((base.keys() | new.keys()) - (base.keys() & new.keys()))
         out.notes += [f"`{m}` not gated on host work: counted on one side only" for m in missing]
+    served(out, baseline, candidate, gate_pct)
     return out
+
+
+def served(out: WorkSection, baseline: SideReport, candidate: SideReport, gate_pct: float | None) -> None:
+    """A served side's rows: each count of both sides' servers per batch, where they moved, and (``gate_pct``)
+    the gate on the counts that are more work for the same batch (``GATED_SERVER``), once each side's counts
+    are the same in all its rounds (a server's scheduler may split a batch differently from round to round:
+    then it is not gated, and the section says so)."""
+    (base, why_b), (new, why_c) = server_side_work(baseline), server_side_work(candidate)
+    for who, why in (("baseline", why_b), ("candidate", why_c)):
+        out.notes += [f"the {who}'s server work was not counted: {w}" for w in why]
+    for name in sorted(base.keys() & new.keys()):
+        b, n = base[name][0], new[name][0]
+        changes = describe_server_change(b, n)
+        out.served.append({"benchmark": name, "counts": {k: [b.get(k, 0.0), n.get(k, 0.0)] for k in sorted(b.keys() | n.keys())},
+                           "rounds": [len(base[name]), len(new[name])], "changes": changes})
+        if changes:
+            out.notes.append(f"`{name}`'s server work per batch moved: " + "; ".join(changes[:4]))
+        if gate_pct is None:
+            continue
+        shaky = [side for side, rounds in (("baseline", base[name]), ("candidate", new[name]))
+                 if len({tuple(sorted((k, r.get(k)) for k in GATED_SERVER)) for r in rounds}) > 1]
+        if shaky:
+            out.notes.append(f"`{name}` not gated on server work: the {' and '.join(shaky)}'s server counts differ "
+                             "between its rounds (its scheduler split the batch differently)")
+            continue
+        grown = [(k, g) for k in GATED_SERVER if (g := growth(b.get(k, 0.0), n.get(k, 0.0))) is not None
+                 and 100 * g > gate_pct]
+        if grown:
+            out.reasons.append(f"server work of `{name}` grew per batch (--gate-work {gate_pct:g}%): "
+                               + "; ".join(f"{k} {100 * g:+.1f}%" for k, g in grown))

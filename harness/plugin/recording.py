@@ -133,3 +133,27 @@ def record_work(benchmark: Any, step: Callable[[], Any], enabled: bool, setup: C
     from harness.backends.work_counter import count_steps
 
     benchmark.extra_info["work"] = count_steps(step, steps, setup).to_dict()
+
+
+def record_server_work(benchmark: Any, engine: Any, batch: Callable[[], Any], enabled: bool, requests: int) -> None:
+    """A served side's work: its server's own counters (``harness.core.server_work``) around one untimed batch
+    after the timed rounds, into ``extra_info['server_work']``; where the server exports none, why not (the
+    verdict then says this side's work was not counted). The client's Python calls are never counted here:
+    they would be the client's, not the engine's."""
+    if not enabled:
+        benchmark.extra_info["server_work"] = {"off": "--carbon-work-counts off"}
+        return
+    from harness.core.server_work import ServerWorkError, batch_work, counters
+    from harness.serving.client import metrics_text
+
+    model = getattr(engine.endpoint, "model", None)
+    try:
+        before = counters(metrics_text(engine.endpoint), model)
+        engine.reset()
+        batch()
+        engine.reset()
+        after = counters(metrics_text(engine.endpoint), model)
+    except ServerWorkError as exc:
+        benchmark.extra_info["server_work"] = {"not_counted": str(exc)}
+        return
+    benchmark.extra_info["server_work"] = batch_work(before, after, requests)

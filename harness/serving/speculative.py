@@ -17,7 +17,6 @@ A serving client sees only streamed chunks, so the figures come from two places:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 from harness.carbon.dna import speculative_prompts
 from harness.carbon.tokenizer import CarbonTokenizer
 from harness.core.measure import Summary
+from harness.core.server_work import prometheus_samples
 from harness.core.speculation import SpeculativeCase, SpeculativeError, check_speculation_length
 from harness.serving.loadgen import Request, Workload
 
@@ -34,8 +34,6 @@ CPU_NEW_TOKENS = 64  # serving_new_tokens
 COUNTERS = {"drafts": "vllm:spec_decode_num_drafts_total",
             "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
             "accepted": "vllm:spec_decode_num_accepted_tokens_total"}
-_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 def vllm_speculative_config(draft_checkpoint: Path | str, speculation_length: int) -> dict[str, Any]:
@@ -59,23 +57,6 @@ def speculative_workload(case: SpeculativeCase, tokenizer: CarbonTokenizer, new_
     requests = tuple(Request(tuple(tokenizer.encode(p)), n, f"{case.name}-{i}") for i, p in enumerate(speculative_prompts(case)))
     return Workload(f"speculative-{case.name}", requests, 1,
                     f"{len(requests)} x {case.prompt_bp} bp, {n} new tokens, one at a time")
-
-
-def prometheus_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """(name, labels, value) of every sample in a Prometheus text exposition (comments skipped)."""
-    samples = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if m is None:
-            continue
-        try:
-            value = float(m["value"])
-        except ValueError:
-            continue
-        samples.append((m["name"], dict(_LABEL.findall(m["labels"] or "")), value))
-    return samples
 
 
 ENGINE_STEPS = "vllm:iteration_tokens_total_count"  # one observation per engine step that produced output

@@ -74,3 +74,43 @@ def test_a_spin_is_a_few_calls_more_and_still_the_same_work():
                                      "against +60.0% slower): same work, slower")
     small = work_section(side("baseline", 4000), side("candidate", 4040, extra_fn=40), timing_failed={TKG: 0.02})
     assert "its work per step grew" in small.notes[0]
+
+
+E2E = "test_e2e[carbon-tiny-smoke]"
+
+
+def served_side(name: str, *steps: float, note: str | None = None) -> SideReport:
+    """One round per entry of ``steps`` (engine steps per batch from the server's counters)."""
+    report = SideReport(name)
+    for k, n in enumerate(steps, 1):
+        work = {"not_counted": note} if note else {"source": "/metrics", "requests_sent": 1,
+                                                   "counts": {"engine_steps": n, "generation_tokens": 128.0,
+                                                              "prompt_tokens": 31.0, "preemptions": 0.0}}
+        report.rounds[k] = [BenchResult(E2E, "e2e-smoke", {"server_work": work}, 0.9)]
+    return report
+
+
+def test_a_served_sides_server_counts_are_shown_per_batch_and_equal_counts_gate_nothing():
+    found = work_section(served_side("baseline", 128, 128), served_side("candidate", 128, 128), gate_pct=2.0)
+    assert found.rows == [] and found.reasons == [] and found.notes == []
+    assert found.served[0]["counts"]["engine_steps"] == [128.0, 128.0]
+    md = "\n".join(found.markdown())
+    assert "### Work per batch (the servers' own counts)" in md and "| `test_e2e[carbon-tiny-smoke]` | engine_steps | 128 | 128 |" in md
+    assert "they would be the client's" in md
+
+
+def test_more_engine_steps_for_the_same_batch_fail_the_gate_naming_the_count():
+    found = work_section(served_side("baseline", 128, 128), served_side("candidate", 160, 160), gate_pct=2.0)
+    assert found.reasons == ["server work of `test_e2e[carbon-tiny-smoke]` grew per batch (--gate-work 2%): "
+                             "engine_steps +25.0%"]
+    assert any("+32 engine_steps/batch (128 -> 160)" in n for n in found.notes)
+    assert work_section(served_side("baseline", 128), served_side("candidate", 160)).reasons == []  # gate off
+
+
+def test_server_counts_that_move_between_rounds_are_not_gated_and_a_server_without_counters_is_said():
+    found = work_section(served_side("baseline", 128, 130), served_side("candidate", 160, 160), gate_pct=2.0)
+    assert found.reasons == [] and any("not gated on server work: the baseline's server counts differ" in n
+                                       for n in found.notes)
+    found = work_section(served_side("baseline", 0, note="the server's /metrics carry no vllm:x"),
+                         served_side("candidate", 128), gate_pct=2.0)
+    assert found.notes == ["the baseline's server work was not counted: the server's /metrics carry no vllm:x"]
