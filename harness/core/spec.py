@@ -250,14 +250,14 @@ SHAPES: dict[str, RunShape] = {
     for s in (
         RunShape("report-bs1", batch_size=1, max_context_length=256, seq_len=512, max_new_tokens=180, prompt_bp=1080),
         RunShape("smoke", batch_size=1, max_context_length=32, seq_len=160, max_new_tokens=128, prompt_bp=180),
-        # the output contract's long shape (issue 47): prompts filling a 64-token context, batches of 2 of mixed
-        # lengths, and a text-and-DNA prompt decoded to the last position of the sequence
-        RunShape("contract-long", batch_size=2, max_context_length=64, seq_len=192, max_new_tokens=130,
-                 prompt_bp=372, long_prompt=True),
         RunShape("a100-style-bs16", batch_size=16, max_context_length=256, seq_len=512, max_new_tokens=170,
                  prompt_bp=1020),
         RunShape("dna-suite-bs1", batch_size=1, max_context_length=256, seq_len=512, max_new_tokens=180,
                  prompt_bp=1080),
+        # the output contract's long shape (issue 47): prompts filling a 64-token context, batches of 2 of mixed
+        # lengths, and a text-and-DNA prompt decoded to the last position of the sequence
+        RunShape("contract-long", batch_size=2, max_context_length=64, seq_len=192, max_new_tokens=128,
+                 prompt_bp=372, long_prompt=True),
         # Scoring (prefill only, logits at every position; max_new_tokens is RunShape's minimum, unused):
         # VEP batches of windows up to 1,530 bp, and long-context scans of <dna> + up to 6 x (ctx - 1) bp.
         RunShape("vep-bs8", batch_size=8, max_context_length=256, seq_len=256, max_new_tokens=1, prompt_bp=1530),

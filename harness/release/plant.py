@@ -196,6 +196,24 @@ def plant_served_step_slowdown(dest: Path, extra_ms: float) -> Path:
                          "vllm.v1.worker.gpu_model_runner", SLOW_STEP.format(seconds=extra_ms / 1000.0))
 
 
+ONE_AT_A_TIME = '''    config = module.SchedulerConfig
+    original = config.__post_init__
+
+    def __post_init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.max_num_active_seqs = 1  # admit one request into RUNNING at a time: no batching
+
+    config.__post_init__ = __post_init__'''
+
+
+def plant_served_no_batching(dest: Path) -> Path:
+    """A directory whose ``sitecustomize`` makes vLLM's scheduler run one request at a time
+    (``max_num_active_seqs = 1``): a batch's concurrent requests take turns, so the server runs about a step per
+    token of every request instead of one per token of the longest (more work per batch, the same outputs: the
+    served work gate's plant). Give it as the side's ``PYTHONPATH``; vLLM 0.32 has ``max_num_active_seqs``."""
+    return _served_plant(dest, "the scheduler admits one request at a time", "vllm.config.scheduler", ONE_AT_A_TIME)
+
+
 def plant_served_weight_noise(dest: Path, scale: float = 0.5) -> Path:
     """A directory whose ``sitecustomize`` adds seeded noise (``scale`` x the weights' std) to the served
     model's LM head once vLLM's CPU model runner has loaded it: wrong tokens from the same checkpoint

@@ -37,6 +37,7 @@ from harness.core.vllm_neuron import max_logprobs
 from harness.release.children import child_env
 from harness.release.plant import (
     plant_served_decode_position,
+    plant_served_no_batching,
     plant_served_eos_ignored,
     plant_served_step_slowdown,
     plant_served_weight_noise,
@@ -405,3 +406,23 @@ def test_vllm_neuron_to_vllm_neuron_on_a_3xlarge_takes_turns(tmp_path, vllm_032)
     assert {(s["who"], s["variable"], s["cores"]) for s in read} == {
         ("baseline", "NEURON_VISIBLE_DEVICES", "0-3"), ("candidate", "NEURON_VISIBLE_DEVICES", "0-3")}
     assert verdict["contract"]["carbon-tiny-smoke"]["reasons"] == []
+
+
+@pytest.mark.extended
+def test_a_server_that_stops_batching_fails_the_work_gate_on_its_own_counters(tmp_path, vllm_032):
+    """The served work gate (issue 49): the candidate's vLLM admits one request at a time
+    (``plant_served_no_batching``), so a batch of 2 at contract-long takes about a step per token of each request:
+    its server's own engine-step counter grows beyond --gate-work 2% in every round, with the same tokens generated;
+    the A/A beside it (same server build) passes the work gate, its round-to-round spread read as ranges."""
+    common = ("--backend", "openai", "--baseline-python", vllm_032, "--candidate-python", vllm_032, "--shape",
+              "contract-long", "--no-conformance", "--runs", "2", "--rounds", "3", "--resolve", "100%",
+              "--gate-work", "2%")
+    r, verdict = release_check(tmp_path / "aa", *common)
+    assert not any("server work" in reason for reason in verdict.get("reasons", [])), (r.stdout + r.stderr)[-3000:]
+    assert verdict["work"]["served"], verdict["work"]
+    planted = plant_served_no_batching(tmp_path / "plant")
+    r, verdict = release_check(tmp_path / "nobatch", *common, "--candidate-env", f"PYTHONPATH={planted}")
+    assert r.returncode == 1, (r.stdout + r.stderr)[-3000:]
+    assert any(reason.startswith("server work of ") and "engine_steps +" in reason for reason in verdict["reasons"])
+    row = verdict["work"]["served"][0]["counts"]
+    assert row["generation_tokens"][0] == row["generation_tokens"][1] and row["engine_steps"][1] > 1.5 * row["engine_steps"][0]

@@ -101,16 +101,20 @@ def test_a_served_sides_server_counts_are_shown_per_batch_and_equal_counts_gate_
 
 def test_more_engine_steps_for_the_same_batch_fail_the_gate_naming_the_count():
     found = work_section(served_side("baseline", 128, 128), served_side("candidate", 160, 160), gate_pct=2.0)
-    assert found.reasons == ["server work of `test_e2e[carbon-tiny-smoke]` grew per batch (--gate-work 2%): "
-                             "engine_steps +25.0%"]
+    assert found.reasons == ["server work of `test_e2e[carbon-tiny-smoke]` grew per batch (--gate-work 2%, every "
+                             "candidate round against every baseline round): engine_steps +25.0%"]
     assert any("+32 engine_steps/batch (128 -> 160)" in n for n in found.notes)
     assert work_section(served_side("baseline", 128), served_side("candidate", 160)).reasons == []  # gate off
 
 
-def test_server_counts_that_move_between_rounds_are_not_gated_and_a_server_without_counters_is_said():
-    found = work_section(served_side("baseline", 128, 130), served_side("candidate", 160, 160), gate_pct=2.0)
-    assert found.reasons == [] and any("not gated on server work: the baseline's server counts differ" in n
-                                       for n in found.notes)
+def test_server_counts_that_move_between_rounds_are_gated_on_their_ranges_and_a_server_without_counters_is_said():
+    """vLLM's scheduler may run a batch's two requests in one step or two (measured: 129, 129 and 138 engine steps
+    in three rounds of one server): each side's range is read, never one round against another."""
+    found = work_section(served_side("baseline", 129, 129, 138), served_side("candidate", 138, 129, 130), gate_pct=2.0)
+    assert found.reasons == [] and any("gated on their ranges" in n for n in found.notes), found.notes
+    found = work_section(served_side("baseline", 129, 129, 138), served_side("candidate", 256, 256, 256), gate_pct=2.0)
+    assert found.reasons == ["server work of `test_e2e[carbon-tiny-smoke]` grew per batch (--gate-work 2%, every "
+                             "candidate round against every baseline round): engine_steps +85.5%"]
     found = work_section(served_side("baseline", 0, note="the server's /metrics carry no vllm:x"),
                          served_side("candidate", 128), gate_pct=2.0)
     assert found.notes == ["the baseline's server work was not counted: the server's /metrics carry no vllm:x"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core.spec import MODELS, SHAPES, RunShape, SpecError, artifact_key, get_model, get_shape
+from harness.core.spec import (MODELS, SCORING_SHAPES, SHAPES, RunShape, SpecError, artifact_key, get_model,
+                               get_shape)
 
 pytestmark = pytest.mark.unit
 
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.unit
 def test_reference_shapes():
     assert {n: (s.batch_size, s.max_context_length, s.seq_len, s.max_new_tokens) for n, s in SHAPES.items()} == {
         "report-bs1": (1, 256, 512, 180), "smoke": (1, 32, 160, 128), "a100-style-bs16": (16, 256, 512, 170),
-        "dna-suite-bs1": (1, 256, 512, 180),
+        "dna-suite-bs1": (1, 256, 512, 180), "contract-long": (2, 64, 192, 128),
         # scoring (prefill only): VEP batches and long-context scans
         "vep-bs8": (8, 256, 256, 1), "scan-cpu": (1, 512, 512, 1), "scan-8k": (1, 8192, 8192, 1),
         "scan-32k": (1, 32768, 32768, 1), "scan-64k": (1, 65536, 65536, 1)}
@@ -59,3 +60,13 @@ def test_artifact_key_is_stable_and_sensitive():
               artifact_key("abc", shape, "neuron", {"nxdi": "0.9.1"}, fused_qkv=False),
               artifact_key("abc", shape, "neuron", {"nxdi": "0.9.0"}, fused_qkv=True)]
     assert len({a.digest} | {o.digest for o in others}) == 5
+
+
+@pytest.mark.parametrize("name", [n for n in SHAPES if n not in SCORING_SHAPES])
+def test_a_generation_shapes_own_prompts_fit_with_its_new_tokens(name):
+    """A shape's DNA prompts (``<dna>`` and ``prompt_bp`` / 6 6-mers) and its ``max_new_tokens`` must fit its
+    ``seq_len``: the perf batch is built from them (contract-long's first draft asked 130 new tokens after 63 prompt
+    tokens of a 192-token sequence, and every perf round refused it)."""
+    shape = SHAPES[name]
+    tokens = 1 + (shape.prompt_bp or 6 * (shape.max_context_length - 1)) // 6
+    shape.validate_request(tokens, shape.max_new_tokens, shape.batch_size)
