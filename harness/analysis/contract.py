@@ -61,17 +61,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.side_rows import batched_rows, padded_rows
 from harness.analysis.threeway import (TIERS, Aligned, Criterion, Finding, PaddedSpread, Spread, margin_noise,
                                       padded_spread, spread)
-from harness.core.scored import ScoredToken
-from harness.core.contract_format import CONTRACT_SCHEMA, KINDS, probe_ids  # noqa: F401 (the format's API)
+from harness.core.contract_format import CONTRACT_SCHEMA, KINDS, ContractError, probe_ids  # noqa: F401 (the format's API)
 from harness.core.paths import REPO_ROOT
+from harness.core.scored import ScoredToken
 
 TOLERANCES_FILE = REPO_ROOT / "fixtures" / "contract" / "tolerances.json"
-
-
-class ContractError(ValueError):
-    """A contract file or tolerances file that cannot be judged (named, with what is accepted)."""
 
 
 def _positive(path: Path, where: str, value: Any) -> float:
@@ -264,51 +261,6 @@ def same_code(target: Mapping[str, Any], reference: Mapping[str, Any], yardstick
                     "itself: a defect shared with the check's transformers cannot show there"
                     + ("; an fp32 leg (--dtype fp32) is what can" if dtype != "fp32" else "")]
     return []
-
-
-def padded_rows(target: Mapping[str, Any], cut: Aligned | None) -> tuple[list[tuple], str]:
-    """(prompt, position, padded, unpadded, reference, yardstick) of every padded row the side scored, and
-    why it scored none (``rows_not_measured``)."""
-    if cut is None:
-        return [], ""
-    by = {(n, pos): (t, r, y) for n, pos, t, r, y in cut.rows}
-    out, why = [], ""
-    for p in target["prompts"]:
-        padded, seq = p.get("padded") or {}, p.get("sequences", {}).get("cut")
-        why = why or padded.get("rows_not_measured", "")
-        if not padded.get("rows") or seq is None:
-            continue
-        if len(padded["rows"]) != len(seq["rows"]):
-            raise ContractError(f"prompt {p['name']!r}: {len(padded['rows'])} padded rows for {len(seq['rows'])} "
-                                "unpadded cut rows; the padded row scores the same tokens")
-        for j, row in enumerate(padded["rows"]):
-            t, r, y = by[(p["name"], seq["from"] + j)]
-            out.append((p["name"], seq["from"] + j, ScoredToken.from_list(row), t, r, y))
-    return out, why
-
-
-def batched_rows(target: Mapping[str, Any], aligned: Sequence[Aligned]) -> tuple[dict[str, list[tuple]], str]:
-    """Row kind -> (prompt, position, batched, unpadded, reference, yardstick) of every batched row the side
-    scored, and why it scored none where it supplied the entry without rows."""
-    by = {a.kind: {(n, pos): (t, r, y) for n, pos, t, r, y in a.rows} for a in aligned}
-    out: dict[str, list[tuple]] = {}
-    why = ""
-    for p in target["prompts"]:
-        batched = p.get("batched") or {}
-        why = why or batched.get("rows_not_measured", "")
-        for kind, rows in zip(batched.get("rows_of", []), batched.get("rows") or []):
-            seq = p.get("sequences", {}).get(kind)
-            if seq is None or kind not in by:
-                raise ContractError(f"prompt {p['name']!r}: batched rows of {kind!r}, a sequence this side did not "
-                                    f"score; known: {', '.join(sorted(p.get('sequences', {})))}")
-            want = batched.get("diverged_at", len(seq["rows"]))  # a server's concurrent row: as far as it agrees
-            if len(rows) != want or want > len(seq["rows"]):
-                raise ContractError(f"prompt {p['name']!r}: {len(rows)} batched rows for {len(seq['rows'])} unpadded "
-                                    f"{kind} rows; a batched row scores the same tokens")
-            for j, row in enumerate(rows):
-                t, r, y = by[kind][(p["name"], seq["from"] + j)]
-                out.setdefault(kind, []).append((p["name"], seq["from"] + j, ScoredToken.from_list(row), t, r, y))
-    return out, ("" if out else why)
 
 
 @dataclass(frozen=True)

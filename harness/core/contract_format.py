@@ -11,6 +11,11 @@ from typing import Any
 from harness.core.storage import atomic_write_text
 from harness.core.vocab import VOCAB_SIZE
 
+
+class ContractError(ValueError):
+    """A contract file or tolerances file that cannot be judged (named, with what is accepted)."""
+
+
 CONTRACT_SCHEMA = 2
 KINDS = ("scored", "own", "cut")  # the sequences a side scores (harness.analysis.contract)
 # scoring along the reference's sequence starts after its first two tokens: NxDI 0.9 refuses a 1-token
