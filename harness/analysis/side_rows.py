@@ -13,6 +13,11 @@ from harness.core.contract_format import ContractError
 from harness.core.scored import ScoredToken
 
 
+def paired(prompt: str, start: int, rows: Sequence[Any], single: Mapping[tuple[str, int], tuple]) -> list[tuple]:
+    """(prompt, position, row, side's single-run row, reference, yardstick) of ``rows`` scoring from ``start``."""
+    return [(prompt, start + j, ScoredToken.from_list(row), *single[(prompt, start + j)]) for j, row in enumerate(rows)]
+
+
 def padded_rows(target: Mapping[str, Any], cut: Aligned | None) -> tuple[list[tuple], str]:
     """(prompt, position, padded, unpadded, reference, yardstick) of every padded row the side scored, and
     why it scored none (``rows_not_measured``)."""
@@ -28,9 +33,7 @@ def padded_rows(target: Mapping[str, Any], cut: Aligned | None) -> tuple[list[tu
         if len(padded["rows"]) != len(seq["rows"]):
             raise ContractError(f"prompt {p['name']!r}: {len(padded['rows'])} padded rows for {len(seq['rows'])} "
                                 "unpadded cut rows; the padded row scores the same tokens")
-        for j, row in enumerate(padded["rows"]):
-            t, r, y = by[(p["name"], seq["from"] + j)]
-            out.append((p["name"], seq["from"] + j, ScoredToken.from_list(row), t, r, y))
+        out += paired(p["name"], seq["from"], padded["rows"], by)
     return out, why
 
 
@@ -52,7 +55,5 @@ def batched_rows(target: Mapping[str, Any], aligned: Sequence[Aligned]) -> tuple
             if len(rows) != want or want > len(seq["rows"]):
                 raise ContractError(f"prompt {p['name']!r}: {len(rows)} batched rows for {len(seq['rows'])} unpadded "
                                     f"{kind} rows; a batched row scores the same tokens")
-            for j, row in enumerate(rows):
-                t, r, y = by[kind][(p["name"], seq["from"] + j)]
-                out.setdefault(kind, []).append((p["name"], seq["from"] + j, ScoredToken.from_list(row), t, r, y))
+            out.setdefault(kind, []).extend(paired(p["name"], seq["from"], rows, by[kind]))
     return out, ("" if out else why)

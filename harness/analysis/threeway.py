@@ -164,12 +164,18 @@ def margin_noise(aligned: Sequence[Aligned]) -> float:
     return margin_change([(y, r) for a in aligned for _, _, _, r, y in a.rows])
 
 
-def tie_at(r: ScoredToken, y: ScoredToken, crit: Criterion, tie: float) -> float:
-    """The near-tie allowance at one position: ``tie_position_factor`` x the change the yardstick makes to the
-    reference's margin there (floored by ``margin_floor``), at most the global allowance ``tie``. Where the
-    yardstick's rounding barely moves a margin, a correct stack's seldom moves it far either (calibrated), so a
-    top-1 flip there is held to less than the worst position's allowance."""
-    return min(tie, crit.tie_position_factor * max(margin_change([(y, r)]), crit.margin_floor))
+def yardstick_moves(a: Aligned, crit: Criterion) -> list[float]:
+    """At each row, the change the yardstick makes to the reference's margin there, floored by ``margin_floor``:
+    what one position's margin is held to (the per-position ratio and the near-tie allowance there)."""
+    return [max(margin_change([(y, r)]), crit.margin_floor) for *_, r, y in a.rows]
+
+
+def tie_at(moved: float, crit: Criterion, tie: float) -> float:
+    """The near-tie allowance at one position: ``tie_position_factor`` x the yardstick's (floored) margin change
+    there, at most the global allowance ``tie``. Where the yardstick's rounding barely moves a margin, a correct
+    stack's seldom moves it far either (calibrated), so a top-1 flip there is held to less than the worst
+    position's allowance."""
+    return min(tie, crit.tie_position_factor * moved)
 
 
 def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
@@ -191,8 +197,9 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
     ratio = sigma_t / floor_y
     out = Spread(a.kind, len(a.rows), sigma_t, sigma_y, ratio, {}, tie, 0, 0,
                  target_margin_change=margin_change([(t, r) for _, _, t, r, _ in a.rows]))
-    margins = [(n, p, margin_change([(t, r)]) / max(margin_change([(y, r)]), crit.margin_floor))
-               for n, p, t, r, y in a.rows if len(r.top) > 1]
+    moves = yardstick_moves(a, crit)
+    margins = [(n, p, margin_change([(t, r)]) / moved)
+               for (n, p, t, r, _), moved in zip(a.rows, moves) if len(r.top) > 1]
     if margins:
         name, pos, out.position_margin_ratio = max(margins, key=lambda x: x[2])
         out.position_margin_at = (name, pos)
@@ -241,8 +248,8 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
                                         f"yardstick's {floor:.3g}; {first[2]:.3g} there"))
         out.tiers[tier] = {"measured": True, "target": worst_t, "yardstick": worst_y, "bound": bound,
                            "ratio": worst_t / floor}
-    for name, pos, t, r, y in a.rows:
-        allow = tie_at(r, y, crit, tie)
+    for (name, pos, t, r, _), moved in zip(a.rows, moves):
+        allow = tie_at(moved, crit, tie)
         if len(r.top) > 1 and r.margin > allow:
             out.top1_checked += 1
             if t.top[0][0] == r.top[0][0]:

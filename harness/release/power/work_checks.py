@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import subprocess
 import sys
 import time
@@ -80,7 +79,7 @@ def stream(python: str, source: Path, out: Path, record: Path, checks: int, call
             atomic_write_json(record, state)
             progress(f"{arm} {k + 1}/{checks}: exit {r.returncode}, {line['verdict']}, calls {line['calls']}, "
                      f"{'as required' if line['as_required'] else 'NOT as required'} ({line['wall_s']:.0f} s, "
-                     f"load {os.getloadavg()[0]:.1f})")
+                     f"load {(line['loadavg'][1] or [float('nan')])[0]:.1f})")
     return state
 
 
