@@ -10,7 +10,7 @@ dropped from ``sys.modules`` so each run imports them afresh, and the tests run 
 not an interpreter start). The working tree is never written. First a control run: every listed test
 must pass on the unmutated code, or no kill would mean anything.
 
-    python -m tests.mutation.run [--only harness/core/sequential.py] [--json OUT]
+    python -m tests.mutation.run [--only harness/core/sequential.py] [--json OUT] [--mutants OTHER.toml]
 
 Exit 0: every mutant killed; 1: a survivor (or a control that fails); 2: the list is stale (a piece
 that is not found exactly once in its file) or a test id that selects nothing.
@@ -139,10 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.mutation.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", action="append", metavar="FILE", help="only the mutants of this file (repeatable)")
     p.add_argument("--json", type=Path, metavar="OUT", help="write each mutant's outcome here")
+    p.add_argument("--mutants", type=Path, default=MUTANTS, metavar="TOML",
+                   help="another list in mutants.toml's format (a mutant tried before it joins the list)")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))
     try:
-        mutants = [m for m in load() if not args.only or m.file in args.only]
+        mutants = [m for m in load(args.mutants) if not args.only or m.file in args.only]
     except MutantError as exc:
         print(f"mutation check: {exc}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ from harness.core.neuron_cores import (
     CorePlanError,
     check_range,
     core_range,
+    neuron_ls_view,
     parse_cores,
     plan_cores,
     read_environ,
@@ -138,3 +139,44 @@ def test_sides_that_exactly_fill_the_instance_get_their_own_ranges():
     plan = plan_cores("trn2.48xlarge", 64, {"baseline": 32, "candidate": 32}, ("candidate",))
     assert plan.scheme == "disjoint" and plan.ranges == {"baseline": "0-31", "candidate": "32-63"}
     assert plan_cores("trn2.48xlarge", 64, {"baseline": 32, "candidate": 33}, ("candidate",)).scheme == "exclusive"
+
+
+# issue 57: neuron-ls's own view (neuron_ls_view). On a trn2.48xlarge (16 devices of 4 logical cores each) the
+# baseline's NxDI round holds device 0 while the candidate's server holds its own range: only the server's pids
+# are judged, and a plan narrower than a device (tp 1-2) lies on a device that also lists cores outside it.
+def devices_48xl(holding: dict[int, list[int]]) -> list[dict]:
+    """trn2.48xlarge's neuron-ls devices (fixtures/neuron_ls), ``holding`` device -> the pids listed on it."""
+    import json
+
+    from tests.helpers import REPO
+
+    devices = json.loads((REPO / "fixtures" / "neuron_ls" / "trn2.48xlarge.json").read_text())
+    for device in devices:
+        device["neuron_processes"] = [{"pid": pid, "command": "python", "neuron_runtime_version": "2.31"}
+                                      for pid in holding.get(device["neuron_device"], [])]
+    return devices
+
+
+def test_another_process_neuron_ls_lists_is_not_blamed_on_the_server():
+    """The baseline's NxDI round (pid 900) on device 0, the candidate's server (pid 1200) on device 1 (cores 4-7)."""
+    records, problems = neuron_ls_view(devices_48xl({0: [900], 1: [1200]}), {1200}, "4-7", "candidate's server")
+    assert problems == []
+    assert records == [{"device": 1, "pid": 1200, "neuroncore_ids": [4, 5, 6, 7]}]
+
+
+def test_the_servers_process_on_a_device_outside_its_range_is_named():
+    records, problems = neuron_ls_view(devices_48xl({0: [900, 1200], 1: [1200]}), {1200}, "4-7", "candidate's server")
+    assert [r["device"] for r in records] == [0, 1]
+    assert problems == ["neuron-ls lists candidate's server process 1200 on Neuron device 0 (cores 0,1,2,3), none of "
+                        "them in its planned 4-7"]
+
+
+@pytest.mark.parametrize("planned", ["4", "4-5", "6-7", "5"])
+def test_a_plan_narrower_than_a_device_is_accepted_on_its_device(planned):
+    """tp 1-2: the device neuron-ls lists the server on holds cores outside the plan as well; that is no fault."""
+    plan = plan_cores("trn2.48xlarge", 64, {"baseline": 4, "candidate": 2}, ("candidate",))
+    assert plan.ranges["candidate"] == "4-5"
+    _, problems = neuron_ls_view(devices_48xl({1: [77]}), {77}, planned, "candidate's server")
+    assert problems == []
+    _, problems = neuron_ls_view(devices_48xl({2: [77]}), {77}, planned, "candidate's server")
+    assert len(problems) == 1 and "Neuron device 2 (cores 8,9,10,11)" in problems[0]

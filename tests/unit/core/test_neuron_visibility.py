@@ -92,3 +92,48 @@ def test_the_chosen_variable_is_set_the_other_removed_and_the_choice_recorded():
     env = Visibility(VISIBLE_DEVICES, "here").environ("4-7", {RT_VISIBLE_CORES: "0-63", "PATH": "/bin"})
     assert env == {"PATH": "/bin", VISIBLE_DEVICES: "4-7", CHOSEN_VARIABLE: VISIBLE_DEVICES, CHOSEN_SOURCE: "here"}
     assert given_cores(env) == (VISIBLE_DEVICES, "4-7") and given_cores({}) is None
+
+
+# issue 57: the release fallback reached through plugin_visibility, as a real host reaches it. A 0.2.0 / 2.31
+# plugin (vLLM 0.11 / 0.21) takes NEURON_RT_VISIBLE_CORES; handed NEURON_VISIBLE_DEVICES it ignores it and takes
+# every core. Its platform source may be missing (a wheel laid out otherwise), or present and silent.
+@pytest.mark.parametrize("version", ["0.2.0", "0.21.0.1.0.0", "0.11.0+neuron"])
+@pytest.mark.parametrize("layout", ["no package", "empty package", "silent platform"])
+def test_an_old_plugin_whose_platform_source_is_not_found_gets_the_runtimes_variable(tmp_path, version, layout):
+    package = None
+    if layout == "empty package":
+        package = tmp_path / "vllm_neuron"
+        package.mkdir()
+    elif layout == "silent platform":
+        package = plugin(tmp_path, "platform.py", "class NeuronPlatform:\n    device_name = 'neuron'\n")
+    chosen = plugin_visibility(package, version)
+    assert chosen.variable == RT_VISIBLE_CORES, chosen
+    assert chosen.source.startswith(f"vllm-neuron {version}'s release (its platform source was not found")
+    env = chosen.environ("0-3", {VISIBLE_DEVICES: "0-63"})
+    assert env[RT_VISIBLE_CORES] == "0-3" and VISIBLE_DEVICES not in env and env[CHOSEN_VARIABLE] == RT_VISIBLE_CORES
+
+
+@pytest.mark.parametrize("version", ["0.24.0.1.1.0", "0.29.0.1.2.0"])
+def test_a_new_plugin_whose_platform_source_is_not_found_gets_the_devices_variable(tmp_path, version):
+    for package in (None, tmp_path):
+        chosen = plugin_visibility(package, version)
+        assert chosen.variable == VISIBLE_DEVICES and f"vllm-neuron {version}'s release" in chosen.source
+    assert f"not found under {tmp_path})" in plugin_visibility(tmp_path, version).source
+    assert "not found)" in plugin_visibility(None, version).source
+
+
+def test_the_0_2_platform_file_is_read_where_the_2_32_file_is_absent_and_names_the_version(tmp_path):
+    package = plugin(tmp_path, "platform.py", PLATFORM_0_2)
+    chosen = plugin_visibility(package, "0.2.0")
+    assert chosen.variable == RT_VISIBLE_CORES
+    assert chosen.source == f"{package / 'platform.py'} (device_control_env_var, vllm-neuron 0.2.0)"
+    assert plugin_visibility(package, None).source.endswith("vllm-neuron version unknown)")
+
+
+def test_a_platform_file_that_declares_nothing_defers_to_the_next(tmp_path):
+    """A ``vllm/platform.py`` without the attribute (a module that only re-exports) is passed over for the
+    package's ``platform.py``, which declares it."""
+    package = plugin(tmp_path, "vllm/platform.py", "from vllm_neuron.platform import NeuronPlatform\n")
+    plugin(tmp_path, "platform.py", PLATFORM_0_2)
+    chosen = plugin_visibility(package, "0.29.0.1.2.0")  # a release that would say the other
+    assert chosen.variable == RT_VISIBLE_CORES and chosen.source.startswith(str(package / "platform.py"))
