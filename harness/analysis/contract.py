@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.contract_notes import legs_note
 from harness.analysis.side_rows import batched_rows, padded_rows
 from harness.analysis.threeway import (TIERS, Aligned, Criterion, Finding, PaddedSpread, Spread, margin_noise,
                                       padded_spread, spread)
@@ -374,16 +375,3 @@ def judge_contract(sides: Mapping[str, Mapping[str, Any]], expected: Mapping[str
         out.divergences, out.identical = between(sides["baseline"], sides["candidate"])
     out.notes += legs_note({who: str(c.get("dtype")) for who, c in sides.items()})
     return out
-
-
-def legs_note(dtypes: Mapping[str, str]) -> list[str]:
-    """Which leg the contract ran (the sides' dtypes), and what a leg that did not run would add: bf16 is
-    held to bf16 rounding, so a defect smaller than that (a 1% attention scale late in decode) shows only
-    in an fp32 leg; a device stack without fp32 has no such leg, and the verdict says that is why."""
-    legs = sorted(set(dtypes.values()))
-    ran = ", ".join(f"{who} {dtype}" for who, dtype in dtypes.items())
-    if "fp32" in legs:
-        return [f"contract legs: {ran}; the fp32 leg holds each side to fp32's spread between correct stacks"]
-    return [f"contract legs: {ran}; no fp32 leg ran: a defect below bf16 rounding cannot show here; run the check "
-            "again with --dtype fp32 where the stack offers fp32 (transformers, NxDI's CPU mode, vLLM's CPU build, a "
-            "small device shape)"]

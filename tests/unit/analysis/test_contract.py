@@ -380,7 +380,8 @@ def test_a_transformers_side_running_its_yardsticks_code_is_told_so_and_another_
     assert not any("own code" in n for n in judged({**side, "stack": "transformers 0.0.0"}, crit).notes)
 
 
-@pytest.mark.parametrize("dtypes, says", [({"baseline": "fp32", "candidate": "bf16"}, "the fp32 leg holds"),
+@pytest.mark.parametrize("dtypes, says", [({"baseline": "bf16", "candidate": "fp32"}, "the fp32 leg holds"),
+                                          ({"baseline": "fp32", "candidate": "bf16"}, "bf16 leg only"),
                                           ({"baseline": "bf16", "candidate": "bf16"}, "no fp32 leg ran")])
 def test_the_verdict_says_which_leg_ran(dtypes, says):
     from harness.analysis.contract import legs_note

@@ -1,0 +1,22 @@
+"""What the output contract's verdict says of its own reach (``harness.analysis.contract`` adds these to its
+notes): which leg ran, and so which defects it cannot exclude."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def legs_note(dtypes: Mapping[str, str]) -> list[str]:
+    """Which leg the contract ran, and what a leg that did not run would add. The leg is the candidate's dtype
+    (the side the check judges): an fp32 baseline beside a bf16 candidate is no fp32 leg, for the candidate is
+    held to bf16 rounding, and a defect smaller than that (a 1% attention scale late in decode) shows only in an
+    fp32 leg. Without a candidate, the fp32 leg is every side in fp32. A device stack without fp32 has no such
+    leg, and the verdict says that is why."""
+    ran = ", ".join(f"{who} {dtype}" for who, dtype in dtypes.items())
+    leg = dtypes.get("candidate") or ("fp32" if set(dtypes.values()) == {"fp32"} else
+                                      next((d for d in dtypes.values() if d != "fp32"), "?"))
+    if leg == "fp32":
+        return [f"contract legs: {ran}; the fp32 leg holds each side to fp32's spread between correct stacks"]
+    return [f"contract legs: {ran}; {leg} leg only: defects below {leg} rounding not excluded (no fp32 leg ran: "
+            "a defect below bf16 rounding cannot show here; run the check again with --dtype fp32 where the stack "
+            "offers fp32: transformers, NxDI's CPU mode, vLLM's CPU build, a small device shape)"]
