@@ -248,17 +248,20 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
                                         f"yardstick's {floor:.3g}; {first[2]:.3g} there"))
         out.tiers[tier] = {"measured": True, "target": worst_t, "yardstick": worst_y, "bound": bound,
                            "ratio": worst_t / floor}
+    flip = None  # the first top-1 that differs beyond the near-tie there: named with its margin and allowance
     for (name, pos, t, r, _), moved in zip(a.rows, moves):
         allow = tie_at(moved, crit, tie)
         if len(r.top) > 1 and r.margin > allow:
             out.top1_checked += 1
             if t.top[0][0] == r.top[0][0]:
                 out.top1_agree += 1
-            elif not any(f.criterion.startswith("top-1") for f in out.findings):
-                out.findings.append(Finding(f"top-1 agreement ({a.kind})", name, pos,
-                                            f"top-1 {t.top[0][0]} where the fp32 reference has {r.top[0][0]} by a "
-                                            f"margin of {r.margin:.3g} nats (> the near-tie allowance there "
-                                            f"{allow:.3g}; {tie:.3g} anywhere)"))
+            elif flip is None:
+                flip = (name, pos, f"top-1 {t.top[0][0]} where the fp32 reference has {r.top[0][0]} by a margin of "
+                                   f"{r.margin:.3g} nats (> the near-tie allowance there {allow:.3g}; {tie:.3g} "
+                                   "anywhere)")
+    if flip is not None:
+        out.findings.append(Finding(f"top-1 agreement ({a.kind})", flip[0], flip[1],
+                                    f"agreement {out.top1_agree}/{out.top1_checked}; {flip[2]}"))
     if a.fns:
         ft = [x - y for _, _, t, r, _ in a.fns for x, y in zip(t, r)]
         fy = [x - y for _, _, _, r, y in a.fns for x, y in zip(y, r)]

@@ -32,3 +32,42 @@ def test_an_fp32_candidate_is_the_fp32_leg():
 def test_without_a_candidate_the_leg_is_fp32_only_where_every_side_ran_fp32():
     assert "the fp32 leg holds" in legs_note({"baseline": "fp32"})[0]
     assert "no fp32 leg ran" in legs_note({"baseline": "bf16"})[0]
+
+
+from dataclasses import replace  # noqa: E402
+
+from harness.analysis.threeway import Aligned, Criterion, spread  # noqa: E402
+from harness.core.scored import ScoredToken  # noqa: E402
+
+CRIT = Criterion("bf16", sigma_ratio=1.5, tier_factor={"5": 1.9, "50": 2.2, "1000": 2.0, "all": 1.8},
+                 tie_factor=8.0, fns_sigma_ratio=1.5, sigma_floor=1e-4, abs_floor=1e-4, margin_floor=1e-4,
+                 position_ratio=3.0, pad_factor=3.0)
+RANKS = tuple((100 + j, -0.5 - j * 0.01) for j in range(1000))  # every finite tier measured; margins 0.01
+
+
+def ranked(values) -> ScoredToken:
+    top = tuple(sorted(values, key=lambda t: -t[1]))
+    return ScoredToken(100, dict(top)[100], top)
+
+
+def yardstick(k: int) -> ScoredToken:
+    return ranked((i, v + 1e-4 * (-1) ** (j + k)) for j, (i, v) in enumerate(RANKS))
+
+
+def test_a_top1_flip_is_named_beside_a_top1000_tier_finding():
+    """A flip at position 8, where a top-1000 id moved at position 7 already broke the top-1000 tier: the
+    top-1 finding names the prompt, the flip's position, the reference's margin there, the allowance and the
+    agreement over the checked positions (its prefix is not the tier's)."""
+    late = tuple((i, v + (0.05 if j == 999 else 0.0)) for j, (i, v) in enumerate(RANKS))  # rank 1000 only
+    flip = ((101, RANKS[0][1]), (100, RANKS[1][1]), *RANKS[2:])
+    a = Aligned("own")
+    for k, target in enumerate([ranked(late), ranked(flip), ranked(RANKS)]):
+        a.rows.append(("GC-rich", 7 + k, target, ranked(RANKS), yardstick(k)))
+    found = spread(a, replace(CRIT, sigma_ratio=1e9, position_ratio=1e9), 1.2e-3)
+    names = [f.criterion for f in found.findings]
+    assert "top-1000 log-prob tier (own)" in names, names
+    [top1] = [f for f in found.findings if f.criterion == "top-1 agreement (own)"]
+    assert (top1.prompt, top1.position) == ("GC-rich", 8)
+    assert "agreement 2/3" in top1.detail and "margin of 0.01 nats" in top1.detail
+    assert "near-tie allowance there 0.0012" in top1.detail, top1.detail
+    assert top1.describe().endswith("(prompt GC-rich, first at position 8)")
