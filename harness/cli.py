@@ -156,7 +156,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = PointingParser(prog="carbon-harness", description=__doc__.splitlines()[0])
+    parser = PointingParser(prog="carbon-harness", description=__doc__.splitlines()[0].replace("``", ""))
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("checkpoint", help="write a synthetic Carbon checkpoint (real architecture, seeded weights)")

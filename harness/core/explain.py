@@ -29,7 +29,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("explain", help="the troubleshooting entry of an error: its cause, what to do, its anchor",
-                       description=__doc__.splitlines()[0])
+                       description=__doc__.splitlines()[0].replace("``", ""))
     p.add_argument("error", nargs="+", metavar="ERROR",
                    help="the error, or any part of it (quote it), an entry's anchor, or - to read it from stdin")
     p.set_defaults(func=cmd_explain)

@@ -200,8 +200,9 @@ def carbon_gate(carbon_session: Session, pytestconfig: pytest.Config) -> Callabl
     return gate
 
 
-NXDI_TIER_SKIP = ("the NxDI CPU tier needs NxDI: pass --carbon-nxdi-source DIR (an NxDI source checkout; "
-                  "../shared/vendor holds NxDI 0.9.0) in a transformers 4.57 environment (nox -s trn2-stack)")
+NXDI_TIER_SKIP = ("the NxDI CPU tier needs NxDI: pass --carbon-nxdi-source DIR (an NxDI source tree: "
+                  "carbon-harness nxdi-source 2.29.0 fetches one and prints its directory) in a transformers 4.57 "
+                  "environment (nox -s trn2-stack)")
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,8 @@ TIERS = (
          "nox -s serving (a vLLM CPU server on the embedded default), or pytest -m serving --carbon-backend openai "
          "--carbon-endpoint URL"),
     Tier("release checks", "release checks run under -m release",
-         "nox -s release-check, or pytest -m release --carbon-nxdi-source DIR (with ../shared/vendor/releases)"),
+         "nox -s release-check, or pytest -m release --carbon-nxdi-source DIR (an NxDI 2.29 tree whose releases/ "
+         "holds 2.28 and 2.29-c63afe0)"),
     Tier("published tokenizer", "no real checkpoint given", "pytest --carbon-remote-tokenizer DIR (a real Carbon checkpoint)"),
 )
 

@@ -23,7 +23,7 @@ class PlantError(ValueError):
 
 
 def copy_nxdi_tree(source: Path, dest: Path) -> Path:
-    """``dest`` laid out like ``../shared/vendor`` (``neuronx-distributed-inference/src`` and a link to the
+    """``dest`` laid out as ``carbon-harness nxdi-source`` lays a tree out (``neuronx-distributed-inference/src`` and a link to the
     source's neuronx-distributed); returns the copied ``neuronx_distributed_inference`` package."""
     nxdi_src, nxd_src = source_roots(source)
     target = dest / "neuronx-distributed-inference" / "src"

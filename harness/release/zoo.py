@@ -203,7 +203,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shape", default="smoke", choices=("smoke", "contract-long"),
                    help="run: the shape every case checks at (default smoke; contract-long: batches of 2 of mixed "
                         "lengths, and a text-and-DNA prompt filling the context decoded to the sequence's end)")
-    p.add_argument("--nxdi-source", type=Path, help="the NxDI tree of both nxdi sides (such as ../shared/vendor)")
+    p.add_argument("--nxdi-source", type=Path, help="the NxDI tree of both nxdi sides (such as $(carbon-harness nxdi-source 2.29.0))")
     p.add_argument("--nxdi-python", help="the interpreter of the nxdi sides: transformers 4.57, as NxDI pins (such as "
                                          ".nox/trn2-stack/bin/python)")
     p.add_argument("--vllm-python", help="the interpreter of a vllm case's served candidate (vLLM and this harness, "

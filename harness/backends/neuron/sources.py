@@ -22,7 +22,7 @@ def source_roots(source: Path) -> tuple[Path, Path | None]:
     """The directories to put on sys.path for a source tree given as ``source``: an NxDI checkout
     (``src/neuronx_distributed_inference``), a directory holding the package itself, or a folder
     with both checkouts side by side (``neuronx-distributed-inference/``, ``neuronx-distributed/``,
-    as ../shared/vendor is laid out). The second is neuronx-distributed's, when found there."""
+    as ``carbon-harness nxdi-source`` lays a tree out). The second is neuronx-distributed's, when found there."""
     source = source.expanduser()
     if not source.is_dir():
         raise NeuronImportError(f"--carbon-nxdi-source {source} is not a directory")

@@ -2,9 +2,9 @@
 stub is asked for raises (``harness.backends.neuron.stubs``), so NxDI code that branches on a
 Neuron-only helper cannot quietly take a path decided by a stub.
 
-Built by recording what the NxDI CPU tier used (NxDI 0.9 from ../shared/vendor: tests/compat/
+Built by recording what the NxDI CPU tier used (NxDI 0.9, from ``carbon-harness nxdi-source 2.29.0``: tests/compat/
 test_neuron.py, test_gqa.py, tests/unit/backends) and what importing NxDI 2.28 and 2.29-c63afe0
-for CPU mode uses (../shared/vendor/releases). A newer NxDI that needs a name not here fails with
+for CPU mode uses (the 2.29 tree's releases/). A newer NxDI that needs a name not here fails with
 that name: add it, saying what it stands for, after checking that CPU mode does not take a
 different path because of it.
 """

@@ -12,7 +12,7 @@ one draw, not a rate. Instead:
    ``harness.core.sequential.decide``) at that noise, writes the table, fixtures/release/noise.json (what
    the aims' unit test reads) and the power table of docs/release-check.md.
 
-    python -m harness.release.power stream --nxdi-source ../shared/vendor --out /tmp/power-cpu-quiet \\
+    python -m harness.release.power stream --nxdi-source "$CARBON_NXDI_SOURCE" --out /tmp/power-cpu-quiet \\
         --record fixtures/release/stream-cpu-quiet.json
     python -m harness.release.power analyse fixtures/release/stream-*.json --out /tmp/power.md \\
         --fixture fixtures/release/noise.json --page docs/release-check.md

@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("stream", help="interleaved triples of fresh perf rounds: A, A again, and a planted slowdown")
     where = s.add_mutually_exclusive_group(required=True)
-    where.add_argument("--nxdi-source", type=Path, help="NxDI's CPU mode: the NxDI tree to measure (../shared/vendor)")
+    where.add_argument("--nxdi-source", type=Path, help="NxDI's CPU mode: the NxDI tree to measure ($CARBON_NXDI_SOURCE)")
     where.add_argument("--served-python", metavar="PY", help="a served side: the interpreter with vLLM")
     s.add_argument("--out", type=Path, required=True, help="the rounds' logs and benchmark JSON")
     s.add_argument("--record", type=Path, help="the stream's record (default OUT/stream.json), rewritten per triple")
@@ -131,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "markers; --readme is the option's former name)")
     w = sub.add_parser("work-checks", help="whole host-work gate checks on NxDI's CPU mode: A/As and planted host "
                        "work, alternating, each check recorded as it decided (issue 49)")
-    w.add_argument("--nxdi-source", type=Path, required=True, help="the NxDI tree both sides run (../shared/vendor)")
+    w.add_argument("--nxdi-source", type=Path, required=True, help="the NxDI tree both sides run ($CARBON_NXDI_SOURCE)")
     w.add_argument("--out", type=Path, required=True, help="each check's evidence folder and log")
     w.add_argument("--record", type=Path, help="the record (default OUT/work-checks.json), rewritten after each check")
     w.add_argument("--checks", type=parse_positive_int, default=20, help="checks of each arm (default 20)")
