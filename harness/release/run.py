@@ -62,6 +62,8 @@ def probe_side(plan: CheckPlan, side: Side, serve: list[str] | None = None) -> d
         raise ReleaseCheckError(f"--{side.name}-python {side.python}: cannot run it ({exc})") from None
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        if "No module named 'harness" not in last:  # the harness ran: what it asked of the side failed
+            raise ReleaseCheckError(f"the {side.name} environment ({side.label()}) cannot be probed: {last}")
         raise ReleaseCheckError(f"the {side.name} environment ({side.label()}) cannot import this harness: {last}; "
                                 f"install it there with `{side.python} -m pip install -e {REPO_ROOT}`")
     info = json.loads(r.stdout.strip().splitlines()[-1])
@@ -87,7 +89,7 @@ def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[Che
     (``exclusive``), none is started here: the focus starts each for its side's turns."""
     from harness.release.cores import read_back
     from harness.release.images import image_command
-    from harness.release.served import ready, served_checkpoint, server_env, spawn, timed_server
+    from harness.release.served import ready, served_checkpoint, server_env, spawn, stop_started, timed_server
 
     exclusive = plan.core_plan is not None and plan.core_plan.exclusive
     started: dict[str, tuple[Any, float]] = {}
@@ -122,8 +124,7 @@ def start_servers(plan: CheckPlan, progress: Callable[[str], None]) -> tuple[Che
             if plan.core_plan is not None:
                 read_backs += read_back(name, server, getattr(plan, name).cores)
     except BaseException:
-        for server, _ in started.values():
-            server.stop()
+        stop_started({n: s for n, (s, _) in started.items()}, progress)
         raise
     sides = [replace(s, endpoint=started[s.name][0].url, dtype=started[s.name][0].dtype, started=True)
              if s.name in started else s for s in (plan.baseline, plan.candidate)]
@@ -307,6 +308,8 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
     """Both sides' runs, then the verdict; every file lands under ``plan.out``. Raises
     ReleaseCheckError when the baseline itself cannot run (there is then nothing to qualify against).
     ``fail_on_likely``: a passed figure likely beyond its tolerance fails the verdict."""
+    from harness.release.served import stop_started
+
     start = time.perf_counter()
     reports = {s.name: SideReport(s.name, backend=s.backend, dtype=s.dtype) for s in (plan.baseline, plan.candidate)}
     timeout = 3600.0
@@ -356,9 +359,9 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         focus(None)  # a paused server would not hear its SIGTERM
         for name, seconds in getattr(focus, "starts", {}).items():  # NeuronCore turns: each server's first start
             reports[name].versions.setdefault("vllm_start_s", round(seconds, 1))
-        for server in servers.values():
-            progress(f"stopping vLLM (pid {server.proc.pid}); its log: {server.log_path}")
-            server.stop()
+        unstopped = stop_started(servers, progress)  # only those started: a turn's may never have been
+    if unstopped:
+        raise ReleaseCheckError(f"not every vLLM server the check started stopped: {'; '.join(unstopped)}")
     for report in reports.values():
         if report.backend != "openai":
             report.config = engine_config(report)

@@ -175,6 +175,24 @@ class ScriptServer(VLLMServer):
         return ["--model", str(self.checkpoint), *command.args]
 
 
+def stop_started(servers: dict[str, VLLMServer], progress: Callable[[str], None]) -> list[str]:
+    """Each of ``servers`` that was started, stopped; one never started (a NeuronCore turn's server whose side
+    failed before its first turn: ``proc`` None) is left alone, and one that cannot be stopped does not keep the
+    others running. Returns the stops that failed, one line each (the caller reports them; an error already on
+    its way out stays the one the user reads)."""
+    failed = []
+    for name, server in servers.items():
+        if server.proc is None:
+            continue
+        progress(f"stopping vLLM (pid {server.proc.pid}); its log: {server.log_path}")
+        try:
+            server.stop()
+        except Exception as exc:  # ServerError: a process of its group outlived SIGKILL
+            failed.append(f"the {name}'s vLLM server (pid {server.proc.pid}) did not stop: {exc}")
+            progress(failed[-1])
+    return failed
+
+
 def served_logprobs(server: VLLMServer) -> int:
     """The ``--max-logprobs`` the server starts with."""
     if isinstance(server, ScriptServer):

@@ -23,13 +23,19 @@ FLEXIBLE_PARSER = (("vllm.utils.argparse_utils", "FlexibleArgumentParser"), ("vl
 
 
 def _first(candidates: tuple[tuple[str, str], ...]) -> Any:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise ImportError(f"no vLLM in this interpreter ({sys.executable}): a served side's interpreter is the one "
+                          "its server runs in (give --*-python of the venv with vLLM installed)")
     for module, name in candidates:
         try:
             return getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError):
             continue
-    raise ImportError(f"none of {', '.join(f'{m}.{n}' for m, n in candidates)} in this vLLM: its argument parser "
-                      "moved; run the check with a vLLM the harness knows (0.11 to 0.32), or report the version")
+    raise ImportError(f"none of {', '.join(f'{m}.{n}' for m, n in candidates)} in this vLLM ({vllm_version()}): "
+                      "its argument parser moved; run the check with a vLLM the harness knows (0.11 to 0.32), or "
+                      "report the version")
 
 
 def jsonable(value: Any) -> Any:
