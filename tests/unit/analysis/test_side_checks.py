@@ -1,0 +1,137 @@
+"""The output contract's token checks (``harness.analysis.side_checks``), called directly on small contracts
+written in the contract's own format (a prompt's ``prompt_ids``, ``greedy``, ``eos``, ``padded`` and its
+``sequences``' scored rows ``[token, logprob, top]``), so each rule's edge is reached exactly: a stack that
+generates exactly one token past EOS, and the near-tie excuse, which is read from the reference's row at the
+divergence and at no other, and never granted where that row is missing."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.analysis.side_checks import greedy, pad_and_eos, padded_row
+
+pytestmark = pytest.mark.unit
+
+TIE = 0.3
+PAD, EOS = 0, 2
+WIDE, NARROW = 1.0, 0.1  # a reference margin beyond the near-tie allowance, and one within it
+
+
+def row(token: int, margin: float) -> list:
+    """A scored row whose top-1 is ``token`` by ``margin`` nats over the top-2."""
+    return [token, -0.5, [[token, -0.5], [token + 1, -0.5 - margin]]]  # binary fractions: a margin of 0.25 is exact
+
+
+def prompt(greedy_ids: list[int], margins: list[float] | None = None, **extra) -> dict:
+    """A prompt of 4 ids; ``margins``: the reference's own rows over its greedy tokens (none: no rows)."""
+    rows = [row(t, m) for t, m in zip(greedy_ids, margins)] if margins is not None else []
+    return {"name": "p0", "prompt_ids": [5, 6, 7, 8], "greedy": list(greedy_ids),
+            "sequences": {"own": {"rows": rows}}, **extra}
+
+
+REF_GREEDY = [11, 12, 13, 14, 15, 16]
+
+
+def diverged_at(k: int) -> list[int]:
+    return REF_GREEDY[:k] + [REF_GREEDY[k] + 100] + REF_GREEDY[k + 1:]
+
+
+@pytest.mark.parametrize("k", [0, 2, 5])
+def test_a_divergence_is_excused_by_the_reference_margin_at_that_token_and_no_other(k):
+    """The near-tie is the reference's margin at the divergence, row k: a wide margin next to it excuses
+    nothing and a narrow one next to it blames nothing."""
+    only_k_narrow = [WIDE] * 6
+    only_k_narrow[k] = NARROW
+    only_k_wide = [NARROW] * 6
+    only_k_wide[k] = WIDE
+    side = {"prompts": [prompt(diverged_at(k))]}
+    assert greedy(side, {"prompts": [prompt(REF_GREEDY, only_k_narrow)]}, TIE) == []
+    found = greedy(side, {"prompts": [prompt(REF_GREEDY, only_k_wide)]}, TIE)
+    assert [(f.criterion, f.prompt, f.position) for f in found] == [("greedy tokens", "p0", 4 + k)]
+    assert f"by a margin of {WIDE:.3g} nats (> the near-tie allowance {TIE:.3g})" in found[0].detail
+
+
+def test_a_divergence_where_the_reference_has_no_row_is_not_excused():
+    """A reference that scored fewer tokens than it generated has no margin at the divergence: a finding
+    (an unknown margin), never an excuse."""
+    side = {"prompts": [prompt(diverged_at(4))]}
+    for rows in ([NARROW] * 4, None):
+        found = greedy(side, {"prompts": [prompt(REF_GREEDY, rows)]}, TIE)
+        assert [f.position for f in found] == [8] and "an unknown margin" in found[0].detail
+
+
+def test_a_margin_exactly_at_the_allowance_is_a_near_tie():
+    side = {"prompts": [prompt(diverged_at(1))]}
+    assert greedy(side, {"prompts": [prompt(REF_GREEDY, [WIDE, 0.25, WIDE, WIDE, WIDE, WIDE])]}, 0.25) == []
+    assert len(greedy(side, {"prompts": [prompt(REF_GREEDY, [WIDE, 0.25, WIDE, WIDE, WIDE, WIDE])]}, 0.24)) == 1
+
+
+def test_a_shorter_generation_that_agrees_as_far_as_it_goes_is_no_divergence():
+    assert greedy({"prompts": [prompt(REF_GREEDY[:3])]}, {"prompts": [prompt(REF_GREEDY, [WIDE] * 6)]}, TIE) == []
+
+
+def eos_side(tokens: list[int], stop: int = 2, pad: int | None = PAD) -> dict:
+    greedy_ids = [11, 12, EOS, 14, 15, 16]
+    return {"pad_token_id": pad, "prompts": [prompt(greedy_ids, eos={"stop": stop, "tokens": tokens,
+                                                                     "eos_token_id": EOS})]}
+
+
+REFERENCE = {"prompts": [prompt([11, 12, EOS, 14, 15, 16], [WIDE] * 6)]}
+
+
+@pytest.mark.parametrize("tokens, found", [
+    ([11, 12, EOS], None),  # stopped at EOS
+    ([11, 12, EOS, PAD, PAD], None),  # pad ids after it are the batch's padding, not generation
+    ([11, 12, EOS, 14], "generated 1 token(s) past the EOS id 2 at generated position 2 (EOS ignored)"),
+    ([11, 12, EOS, PAD, 14], "generated 1 token(s) past the EOS id 2"),
+    ([11, 12, EOS, 14, 15], "generated 2 token(s) past the EOS id 2"),
+    ([11, 12], "generated token 2 is (none: stopped early), not the greedy 2"),
+    ([11, 13, EOS], "generated token 1 is 13, not the greedy 12"),
+])
+def test_eos_stops_generation_exactly_where_it_stands(tokens, found):
+    out, notes = pad_and_eos(eos_side(tokens), REFERENCE, TIE)
+    assert notes == []
+    assert len(out) == (0 if found is None else 1), [f.detail for f in out]
+    if found is not None:
+        assert found in out[0].detail and out[0].criterion == "EOS honoured"
+        assert out[0].position == 4 + (2 if "past" in found else int(found.split("generated token ")[1][0]))
+
+
+def test_a_side_that_could_not_run_eos_is_a_note_not_a_pass_in_silence():
+    side = {"pad_token_id": PAD, "prompts": [prompt([11, 12], eos={"skipped": "the server has no ignore_eos"})]}
+    assert pad_and_eos(side, REFERENCE, TIE) == ([], ["EOS not checked on p0: the server has no ignore_eos"])
+
+
+@pytest.mark.parametrize("pad_margin, ref_rows, fails", [
+    (WIDE, True, True),  # the reference's top-1 beats the pad id beyond a near-tie
+    (NARROW, True, False),  # within it: excused
+    (NARROW, False, True),  # the reference has no row there: never excused
+])
+def test_the_pad_id_generated_is_excused_only_by_the_reference_row_at_that_position(pad_margin, ref_rows, fails):
+    rows = [row(t, WIDE) for t in REF_GREEDY]
+    rows[3] = [14, -0.1, [[14, -0.1], [PAD, -0.1 - pad_margin]]]
+    rows[2] = [13, -0.1, [[13, -0.1], [PAD, -0.1 - NARROW]]]  # a near-tie one position early excuses nothing
+    ref = {"prompts": [dict(prompt(REF_GREEDY), sequences={"own": {"rows": rows if ref_rows else rows[:3]}})]}
+    side = {"pad_token_id": PAD, "prompts": [prompt([11, 12, 13, PAD, 15, 16])]}
+    out, _ = pad_and_eos(side, ref, TIE)
+    assert [f.position for f in out] == ([4 + 3] if fails else [])
+
+
+def padded_prompt(padded_greedy: list[int], cut_margins: list[float] | None) -> dict:
+    tokens = [5, 6, 7, 8, 11, 12, 13, 14]
+    rows = [row(t, m) for t, m in zip(tokens[4:], cut_margins)] if cut_margins is not None else []
+    return {"name": "p0", "prompt_ids": [5, 6, 7, 8], "greedy": [11, 12, 13, 14],
+            "padded": {"pad": 3, "greedy": padded_greedy},
+            "sequences": {"own": {"rows": []}, "cut": {"from": 4, "tokens": tokens, "rows": rows}}}
+
+
+@pytest.mark.parametrize("ref_margins, fails", [
+    ([WIDE, NARROW, WIDE, WIDE], False),  # a near-tie at the divergence (token 1)
+    ([NARROW, WIDE, NARROW, NARROW], True),  # near-ties beside it only
+    ([WIDE], True),  # the reference has no cut row there
+])
+def test_a_padded_row_is_excused_by_the_reference_cut_row_at_its_divergence_only(ref_margins, fails):
+    side = {"prompts": [padded_prompt([11, 99, 13, 14], None)]}
+    ref = {"prompts": [padded_prompt([11, 12, 13, 14], ref_margins)]}
+    out = padded_row(side, ref, TIE)
+    assert [(f.criterion, f.position) for f in out] == ([("padded row", 5)] if fails else [])

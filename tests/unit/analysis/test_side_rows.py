@@ -1,0 +1,71 @@
+"""A side's batched rows (``harness.analysis.side_rows``) from a served side: a server's concurrent row scores
+its decode steps only as far as its greedy tokens agree with its single run's (``diverged_at``: the first that
+does not, written by ``harness.workloads.contract``). Such a row is judged over its agreeing positions and
+named in a note, never refused as a malformed contract; a row count that is neither is refused. On the real
+carbon-tiny contract of ``fixtures/contract/threeway-*.json``."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from harness.analysis.contract import ContractError, judge_side, load_tolerances
+from harness.core.paths import REPO_ROOT
+
+pytestmark = pytest.mark.unit
+
+FIXTURES = REPO_ROOT / "fixtures" / "contract"
+SIDE, REFERENCE, YARDSTICK = (json.loads((FIXTURES / f"threeway-{n}.json").read_text())
+                              for n in ("side", "reference", "yardstick"))
+AT = 3  # the concurrent row's first greedy token that differs from the single run's
+
+
+def served(diverged_at: int | None = AT, rows: int | None = None, shift: float = 0.0, shift_at: int = 1) -> dict:
+    """The fixture's side as a server writes it: each prompt's concurrent ``own`` row, its own single-run rows
+    up to ``rows`` (``diverged_at`` by default), one position moved by ``shift`` nats."""
+    side = copy.deepcopy(SIDE)
+    for p in side["prompts"]:
+        own = copy.deepcopy(p["sequences"]["own"]["rows"])[:rows if rows is not None else diverged_at]
+        if shift:
+            own[shift_at][1] += shift
+            own[shift_at][2] = [[i, v + shift * (-1) ** n] for n, (i, v) in enumerate(own[shift_at][2])]
+            own[shift_at][3:] = []
+        p["batched"] = {"rows_of": ["own"], "rows": [own]}
+        if diverged_at is not None:
+            p["batched"]["diverged_at"] = diverged_at
+    return side
+
+
+def judged(side):
+    return judge_side("candidate", side, REFERENCE, YARDSTICK, load_tolerances()["bf16"])
+
+
+def test_a_concurrent_row_that_diverged_is_judged_up_to_there_and_named():
+    out = judged(served())
+    assert out.passed and [b.what for b in out.batched] == ["batched-row log-probs (own)"]
+    assert out.batched[0].positions == AT * len(SIDE["prompts"]) and out.batched[0].ratio == 0.0
+    assert sum(f"the concurrent row's greedy token {AT} differs from its single run's" in n
+               for n in out.notes) == len(SIDE["prompts"])
+
+
+def test_a_concurrent_row_that_diverged_still_fails_where_its_agreeing_part_moved():
+    out = judged(served(shift=0.5, shift_at=1))
+    found = [f for f in out.findings if f.criterion == "batched-row log-probs (own)"]
+    assert found and found[0].position == SIDE["prompts"][0]["sequences"]["own"]["from"] + 1
+
+
+@pytest.mark.parametrize("diverged_at, rows", [(AT, AT + 1), (AT, AT - 1), (None, AT)])
+def test_rows_that_are_not_as_far_as_the_row_agrees_are_refused(diverged_at, rows):
+    with pytest.raises(ContractError, match=f"{rows} batched rows for .* unpadded own rows"):
+        judged(served(diverged_at, rows=rows))
+
+
+def test_a_divergence_past_the_single_runs_end_is_refused():
+    n = len(SIDE["prompts"][0]["sequences"]["own"]["rows"])
+    side = served(diverged_at=None, rows=n)
+    side["prompts"][0]["batched"]["diverged_at"] = n + 1
+    side["prompts"][0]["batched"]["rows"][0].append(side["prompts"][0]["batched"]["rows"][0][-1])
+    with pytest.raises(ContractError, match=f"{n + 1} batched rows for {n} unpadded own rows"):
+        judged(side)
