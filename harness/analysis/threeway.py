@@ -267,13 +267,16 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
         fy = [x - y for _, _, _, r, y in a.fns for x, y in zip(y, r)]
         floor_f = max(_rms(fy), crit.sigma_floor)
         out.fns_ratio = _rms(ft) / floor_f
-        if out.fns_ratio > crit.fns_sigma_ratio:
-            per = [(n, p, _rms([x - y for x, y in zip(t, r)])) for n, p, t, r, _ in a.fns]
-            name, pos, value = next((x for x in per if x[2] > crit.fns_sigma_ratio * floor_f),
-                                    max(per, key=lambda x: x[2]))
+        if out.fns_ratio > crit.fns_sigma_ratio:  # named where its own ratio peaks, as the sigma ratio is:
+            # each position over the yardstick there, floored by the pooled yardstick (not its noisiest position)
+            per = [(n, p, _rms([x - w for x, w in zip(t, r)]), _rms([x - w for x, w in zip(y, r)]))
+                   for n, p, t, r, y in a.fns]
+            name, pos, value, there = max(per, key=lambda x: x[2] / max(x[3], floor_f))
             out.findings.append(Finding(f"FNS sigma ratio ({a.kind})", name, pos,
                                         f"per-base log-marginals: sigma ratio {out.fns_ratio:.3g} > "
-                                        f"{crit.fns_sigma_ratio:g}; rms difference {value:.3g} there"))
+                                        f"{crit.fns_sigma_ratio:g}; {value / max(there, floor_f):.3g} at its largest "
+                                        f"position (rms difference {value:.3g} nats over the yardstick's "
+                                        f"{max(there, floor_f):.3g})", "largest"))
     return out
 
 

@@ -71,3 +71,36 @@ def test_a_top1_flip_is_named_beside_a_top1000_tier_finding():
     assert "agreement 2/3" in top1.detail and "margin of 0.01 nats" in top1.detail
     assert "near-tie allowance there 0.0012" in top1.detail, top1.detail
     assert top1.describe().endswith("(prompt GC-rich, first at position 8)")
+
+
+def fns_rows(target_off: dict[int, float], yardstick_off: dict[int, float], n: int = 10) -> Aligned:
+    """``n`` positions of FNS marginals: the yardstick ``yardstick_off.get(k, 1e-3)`` from the reference
+    (alternating in sign), the target at the yardstick's own values except ``target_off[k]`` where given."""
+    a = Aligned("own")
+    reference = [-1.0, -1.2, -1.4, -1.6]
+    for k in range(n):
+        y = [x + yardstick_off.get(k, 1e-3) * (-1) ** i for i, x in enumerate(reference)]
+        t = [x + target_off[k] * (-1) ** i for i, x in enumerate(reference)] if k in target_off else y
+        a.rows.append(("balanced", 2 + k, ranked(RANKS), ranked(RANKS), ranked(RANKS)))
+        a.fns.append(("balanced", 2 + k, t, reference, y))
+    return a
+
+
+def test_the_fns_finding_names_where_its_own_ratio_peaks_not_the_yardsticks_noisiest_position():
+    """The yardstick is noisiest at position 2 (1e-2; the target matches it there), the target 2e-2 at position 10
+    (the yardstick 1e-3 there): the finding names 10, with its ratio there over the yardstick's there, floored
+    by the yardstick's pooled spread."""
+    found = spread(fns_rows({8: 2e-2}, {0: 1e-2}), CRIT, 1e-3)
+    [fns] = [f for f in found.findings if f.criterion == "FNS sigma ratio (own)"]
+    assert found.fns_ratio > CRIT.fns_sigma_ratio
+    assert (fns.prompt, fns.position, fns.at) == ("balanced", 10, "largest"), fns.describe()
+    pooled = (1e-4 + 9 * 1e-6) ** 0.5 / 10 ** 0.5  # the yardstick's rms over every position, the floor
+    assert f"{2e-2 / pooled:.3g} at its largest position" in fns.detail, fns.detail
+
+
+def test_the_fns_finding_at_one_position_is_held_to_the_yardstick_there_where_it_is_noisier_than_pooled():
+    """The target 3x off at position 2 where the yardstick is 1e-2 (its ratio there 3) and 2e-2 at position 7
+    where the yardstick is 1e-3 (floored at its pooled spread: a ratio near 6): the larger names it."""
+    found = spread(fns_rows({0: 3e-2, 5: 2e-2}, {0: 1e-2}), CRIT, 1e-3)
+    [fns] = [f for f in found.findings if f.criterion == "FNS sigma ratio (own)"]
+    assert fns.position == 7, fns.describe()
