@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.contract_notes import legs_note
+from harness.analysis.contract_notes import legs_note, reach_note
 from harness.analysis.side_rows import batched_rows, padded_rows
 from harness.analysis.threeway import (TIERS, Aligned, Criterion, Finding, PaddedSpread, Spread, margin_noise,
                                       padded_spread, spread)
@@ -189,6 +189,7 @@ class SideJudgement:
     batched: list[PaddedSpread] = field(default_factory=list)  # per row kind of the batched rows
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    last_position: int = -1  # the largest position any of its rows scored
 
     @property
     def passed(self) -> bool:
@@ -202,7 +203,7 @@ class SideJudgement:
                 "padded": self.padded.to_dict() if self.padded else None,
                 "batched": [b.to_dict() for b in self.batched],
                 "findings": [f.describe() for f in self.findings],
-                "notes": self.notes}
+                "notes": self.notes, "last_position": self.last_position}
 
 
 def judge_side(who: str, target: Mapping[str, Any], reference: Mapping[str, Any], yardstick: Mapping[str, Any],
@@ -219,6 +220,7 @@ def judge_side(who: str, target: Mapping[str, Any], reference: Mapping[str, Any]
                         str(yardstick.get("computed_by", "?")), crit, tie, noise)
     out.findings += side_checks.tokenization(target, reference)
     out.notes += same_code(target, reference, yardstick)
+    out.last_position = max((pos for a in aligned for _, pos, *_ in a.rows), default=-1)
     for a in aligned:
         s = spread(a, crit, tie)
         out.spreads.append(s)
@@ -287,8 +289,14 @@ class ContractResult:
     identical: int = 0
     prompts: int = 0
 
+    @property
+    def last_position(self) -> int:
+        """The largest position any side's rows scored (-1: none): what the verdict cannot see past."""
+        return max((s.last_position for s in self.sides), default=-1)
+
     def to_dict(self) -> dict[str, Any]:
         return {"reasons": self.reasons, "notes": self.notes, "sides": [s.to_dict() for s in self.sides],
+                "last_position": self.last_position,
                 "identical_prompts": self.identical, "prompts": self.prompts,
                 "divergences": [d.__dict__ for d in self.divergences]}
 
@@ -374,4 +382,6 @@ def judge_contract(sides: Mapping[str, Mapping[str, Any]], expected: Mapping[str
     if {"baseline", "candidate"} <= set(sides):
         out.divergences, out.identical = between(sides["baseline"], sides["candidate"])
     out.notes += legs_note({who: str(c.get("dtype")) for who, c in sides.items()})
+    if out.last_position >= 0:
+        out.notes += reach_note(out.last_position, ", ".join(sorted({str(c.get("shape")) for c in sides.values()})))
     return out

@@ -20,3 +20,10 @@ def legs_note(dtypes: Mapping[str, str]) -> list[str]:
     return [f"contract legs: {ran}; {leg} leg only: defects below {leg} rounding not excluded (no fp32 leg ran: "
             "a defect below bf16 rounding cannot show here; run the check again with --dtype fp32 where the stack "
             "offers fp32: transformers, NxDI's CPU mode, vLLM's CPU build, a small device shape)"]
+
+
+def reach_note(last: int, shapes: str) -> list[str]:
+    """The largest position any row of the contract scored: a defect that acts only past it (a RoPE variant
+    from position 64, a KV slot dropped late in a long decode) cannot show in this verdict, whatever its size."""
+    return [f"positions covered: up to position {last} (shape {shapes}); a defect acting only past position {last} "
+            "cannot show here: a longer shape (--shape contract-long) reaches further"]

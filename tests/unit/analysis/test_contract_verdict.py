@@ -104,3 +104,29 @@ def test_the_fns_finding_at_one_position_is_held_to_the_yardstick_there_where_it
     found = spread(fns_rows({0: 3e-2, 5: 2e-2}, {0: 1e-2}), CRIT, 1e-3)
     [fns] = [f for f in found.findings if f.criterion == "FNS sigma ratio (own)"]
     assert fns.position == 7, fns.describe()
+
+
+def test_every_verdict_states_the_largest_position_its_shapes_covered_and_what_lies_past_it():
+    """The smoke shape's sequences are 47 tokens long: position 46 is the last any row scored, and the verdict
+    says a defect acting only past it cannot show; the figure follows the side's rows."""
+    import json
+
+    from harness.analysis.contract import judge_contract, load_tolerances
+    from harness.core.paths import REPO_ROOT
+
+    side, ref, yard = (json.loads((REPO_ROOT / "fixtures" / "contract" / f"threeway-{n}.json").read_text())
+                       for n in ("side", "reference", "yardstick"))
+    last = max(s["from"] + len(s["rows"]) - 1 for p in side["prompts"] for s in p["sequences"].values())
+    assert last == 46
+    expected = {w: {"reference": ref, "yardstick": yard} for w in ("baseline", "candidate")}
+    result = judge_contract({"baseline": side, "candidate": side}, expected, load_tolerances())
+    [note] = [n for n in result.notes if n.startswith("positions covered")]
+    assert "up to position 46 (shape smoke)" in note and "past position 46 cannot show here" in note, note
+    assert result.last_position == 46 and result.to_dict()["last_position"] == 46
+    assert any("positions covered: up to position 46" in line for line in result.markdown())
+    for who in (ref, yard, side):  # the side and its reference and yardstick, one row shorter on every sequence
+        for p in who["prompts"]:
+            for s in p["sequences"].values():
+                s["rows"].pop()
+    shorter = judge_contract({"candidate": side}, {"candidate": expected["candidate"]}, load_tolerances())
+    assert shorter.last_position == 45 and any("up to position 45" in n for n in shorter.notes)
