@@ -59,3 +59,31 @@ def test_a_pth_that_imports_is_named_as_running_code():
     assert runs_code("import os; os.environ['X'] = '1'\n") and not runs_code("/some/path\n")
     line = flattened({"pth": {"<prefix>/x.pth": {"sha256": "0" * 64, "runs_code": True}}})["pth x.pth"]
     assert line == "sha256 000000000000, runs code"
+
+
+@pytest.mark.parametrize("hook", ["sitecustomize", "usercustomize"])
+def test_a_start_hook_of_either_kind_shows_as_a_difference_in_process(tmp_path, hook):
+    """site imports ``usercustomize`` after ``sitecustomize`` (where user site-packages are enabled): either
+    runs before the benchmark, so either, loaded on one side only or with other contents, is a difference."""
+    from types import SimpleNamespace
+
+    from harness.core.process_environment import environment_record
+
+    def record(modules):
+        return environment_record(environ={}, path=["/x"], modules=modules, site_dirs=[], driver=tmp_path / "none")
+
+    file = tmp_path / f"{hook}.py"
+    file.write_text("X = 1\n")
+    plain, planted = record({}), record({hook: SimpleNamespace(__file__=str(file))})
+    assert differences(plain, record({})) == []
+    found = {key: (a, b) for key, a, b in differences(plain, planted)}
+    assert list(found) == [f"hook {hook}"] and found[f"hook {hook}"][0] == "-"
+    assert found[f"hook {hook}"][1].startswith(f"{file} (sha256 ")
+    other = tmp_path / "other" / f"{hook}.py"
+    other.parent.mkdir()
+    other.write_text("X = 2\n")
+    moved = record({hook: SimpleNamespace(__file__=str(other))})
+    assert [key for key, _, _ in differences(planted, moved)] == [f"hook {hook}"]
+    file.write_text("X = 3  # the same path, other contents\n")
+    rewritten = record({hook: SimpleNamespace(__file__=str(file))})
+    assert [key for key, _, _ in differences(planted, rewritten)] == [f"hook {hook}"]
