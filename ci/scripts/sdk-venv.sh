@@ -10,7 +10,8 @@
 # compares them with the constraints file's, which is kept in the venv as carbon-harness-constraints.txt).
 # Reused while its stamp's first line holds: the constraints file, pyproject.toml and the interpreter's
 # version; any change rebuilds it. The rest of the stamp is the venv's `pip freeze` (the probe also
-# records it per side, into the verdict).
+# records it per side, into the verdict). A release whose file leaves packages open ("# unpinned:") is held to its
+# first build's resolved set (ci/scripts/hold-resolved.sh; env RESOLVED, the record's path).
 # Usage: sdk-venv.sh VENV CONSTRAINTS   (env: EXTRAS, the harness extras, default test; PYTHON, the interpreter
 #        to build from, which must be one the constraints file's "# python:" line names; unset: python3 if that line
 #        names its version, else the newest python3.X on PATH that the line names, said on stderr; none: exit 2)
@@ -129,4 +130,7 @@ fi
 cp "$constraints" "$venv/carbon-harness-constraints.txt"  # the probe compares its OS packages with the host's
 { echo "$want"; "$venv/bin/python" -m pip freeze --exclude-editable; } > "$stamp.tmp"
 mv "$stamp.tmp" "$stamp"   # written last: an interrupted build leaves no stamp, so the next run rebuilds
+# where the constraints file cannot pin everything ("# unpinned:"), this build is held to the release's recorded
+# resolved set (the first build records it): a drift stops here, naming the package and both versions
+bash "$(dirname "$0")/hold-resolved.sh" "$venv" "$constraints"
 "$venv/bin/python" -m harness.release.probe

@@ -21,6 +21,7 @@ from harness.core.device_context import device_context
 from harness.core.neuron_host import host_record, instance_from_neuron_ls
 from harness.core.paths import REPO_ROOT
 from harness.core.versions import installed_versions
+from harness.release.resolved import RESOLVED_FILE
 from harness.release.runtime_layer import side_constraints
 
 
@@ -65,6 +66,22 @@ def vllm_neuron_source(prefix: Path | None = None) -> dict[str, Any]:
     return {"vllm_neuron_source": record, "vllm_neuron_commit": f"{record['commit']} (tag {record['tag']})"}
 
 
+def resolved_record(prefix: Path | None = None) -> dict[str, Any]:
+    """The venv's resolved set as ci/scripts/hold-resolved.sh held it (``RESOLVED_FILE``): ``resolved_set``
+    (name -> version, verdict.json only) and ``resolved_hold``, one line for the verdict's side table (recorded
+    first here, or held to the record with no drift); nothing where the release pins everything."""
+    path = Path(sys.prefix if prefix is None else prefix) / RESOLVED_FILE
+    try:
+        told = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        return {"resolved_hold": f"{path}: {exc}"}
+    if not isinstance(told, dict):
+        return {"resolved_hold": f"{path}: not a JSON object"}
+    return {"resolved_set": told.get("packages"), "resolved_hold": f"{told.get('status')}: {told.get('line')}"}
+
+
 def pip_freeze() -> list[str] | str:
     """This interpreter's ``pip freeze`` (editable installs left out: the harness is named by its git sha)."""
     try:
@@ -100,7 +117,7 @@ def probe(nxdi_source: Path | None, serve_args: list[str] | None = None) -> dict
                             "harness_root": str(REPO_ROOT), "harness_git_sha": _git_commit(REPO_ROOT),
                             **installed_versions(NEURON_PACKAGES + SERVING_PACKAGES), **host_info(),
                             "pip_freeze": pip_freeze(), "sdk_constraints": side_constraints(),
-                            "device_context": device_context(), **vllm_neuron_source()}
+                            "device_context": device_context(), **vllm_neuron_source(), **resolved_record()}
     if serve_args is not None:
         from harness.serving.engine_args import engine_args
 

@@ -278,3 +278,49 @@ def test_each_plugin_file_pins_the_framework_its_sources_confirm_and_names_the_r
     assert "not confirmed" in said.lower()
     for package in framework["unconfirmed"]:
         assert package in said and package not in pinned, (name, package)
+
+
+# Issue 55, item 6: pins that hold. What the 2.32+ plugin and its vLLM ask of pip, as published
+# (fixtures/ci/vllm-neuron-requirements.json: the fork's requirements/core.txt at its commit, vLLM's wheel metadata).
+REQUIREMENTS = json.loads((REPO / "fixtures" / "ci" / "vllm-neuron-requirements.json").read_text())["releases"]
+REQ_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def unpinned(path: Path) -> set[str]:
+    lines = [line for line in path.read_text().splitlines() if line.startswith("# unpinned:")]
+    assert len(lines) <= 1, f"{path.name}: more than one '# unpinned:' line"
+    return {canonical(n) for n in lines[0].split(":", 1)[1].split()} if lines else set()
+
+
+@pytest.mark.parametrize("release", sorted(REQUIREMENTS))
+def test_every_package_the_plugin_leaves_open_is_pinned_or_named_unpinned(release):
+    """A range in the plugin's requirements is a package pip picks at build time: the file pins it, or names it on
+    its '# unpinned:' line, which makes ci/scripts/hold-resolved.sh hold every later build to the first's set."""
+    path = CONSTRAINTS / f"vllm-neuron-{release}.txt"
+    pinned, open_ = {canonical(k) for k in pins(path)}, unpinned(path)
+    assert not pinned & open_, f"{path.name}: pinned and named unpinned: {sorted(pinned & open_)}"
+    plugin = REQUIREMENTS[release]["plugin"]
+    if plugin["requires"] is None:  # not readable: the file says so, and the hold is on
+        assert "could not be read" in " ".join(path.read_text().split()) and open_
+    else:
+        text = " ".join(path.read_text().split())
+        assert plugin["source"].split(" (")[0] in text, f"{path.name} does not name what it read"
+        for line in plugin["requires"]:
+            name = canonical(REQ_NAME.match(line).group(1))
+            if "==" not in line:
+                assert name in pinned | open_, f"{path.name}: the plugin leaves {line!r} open: pin it or name it unpinned"
+    assert "hold-resolved.sh" in path.read_text()
+
+
+@pytest.mark.parametrize("release", sorted(REQUIREMENTS))
+def test_torch_is_pinned_to_what_the_plugins_vllm_pins(release):
+    """libtorch-neuronx-lite follows vLLM's torch (the plugin's requirements say so): torch is the one vLLM pins."""
+    vllm_pins = dict(r.split("==") for r in REQUIREMENTS[release]["vllm"]["requires"] if re.fullmatch(r"torch==\S+", r))
+    pinned = pins(CONSTRAINTS / f"vllm-neuron-{release}.txt")
+    assert pinned["torch"] == vllm_pins["torch"]
+    line = next(x for x in (CONSTRAINTS / f"vllm-neuron-{release}.txt").read_text().splitlines() if x.startswith("torch=="))
+    assert "from: pypi" in line  # never fetched from the Neuron index alone (sdk-venv.sh's --no-deps install)
