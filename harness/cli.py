@@ -200,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.analysis.cli import add_parsers as add_analysis_commands
     from harness.core.explain import add_parser as add_explain
     from harness.core.vllm_neuron import add_parser as add_vllm_serve
+    from harness.history.cli import add_parser as add_history
     from harness.release.cli import add_parser as add_release_check
     from harness.release.nxdi_source import add_parser as add_nxdi_source
     from harness.release.zoo import add_parser as add_contract_zoo
@@ -210,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_nxdi_source(sub)
     add_contract_zoo(sub)
     add_explain(sub)
+    add_history(sub)
     return parser
 
 

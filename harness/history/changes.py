@@ -1,0 +1,118 @@
+"""Change points over each series with Apache Otava's E-divisive means (``otava.analysis.
+compute_change_points``: Matteson and James's split over sliding windows, then Fleming et al.'s merge
+by a two-sided t-test). Every threshold is the series' own: a change is kept when its t-test p-value,
+which scales the step by the noise of the runs around it, is below ``max_pvalue``, a false-alarm
+probability (Otava's default), not a bound on any figure. Pure functions over the store's points."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scipy.stats import t as student_t
+
+from harness.history.store import SERIES_COLUMNS
+
+MAX_PVALUE = 0.001  # otava.analysis.compute_change_points' default false-alarm probability
+ORDERS = ("time", "release")
+
+
+@dataclass(frozen=True)
+class Change:
+    series: dict[str, str]
+    index: int  # the first run after the change, counted from 1 in the series' order
+    runs: int  # the series' length
+    commit: str | None
+    release: str
+    time: str
+    report: str
+    before: float  # mean of the runs between the previous change (or the start) and this one
+    after: float
+    change: float  # relative: after / before - 1
+    low: float  # its interval at 1 - max_pvalue (the t-test's own: it excludes 0 as the test rejects)
+    high: float
+    pvalue: float
+    regression: bool  # worse in the figure's direction ("max": a time went up)
+    newest: bool  # among the series' newest runs (see ``newest_runs``)
+
+    def describe(self) -> str:
+        s = self.series
+        where = f"run {self.index} of {self.runs} ({self.release}; commit {(self.commit or '-')[:12]}; {self.time})"
+        word = "REGRESSION" if self.regression else "improvement"
+        return (f"{s['figure']} {100 * self.change:+.1f}% [{100 * self.low:+.1f}%, {100 * self.high:+.1f}%] "
+                f"{word} at {where}: {self.before:.4g} -> {self.after:.4g}, p={self.pvalue:.2g}; "
+                f"series {s['benchmark']} {s['model']}/{s['shape']} {s['backend']} {s['dtype']} on {s['hardware']}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def group_series(points: list[dict[str, Any]], order: str = "time") -> dict[tuple, list[dict[str, Any]]]:
+    """The points of each series in order: by run time, or by release (releases in the order each was
+    first seen, runs within one by time)."""
+    if order not in ORDERS:
+        raise ValueError(f"order {order!r}: give one of {', '.join(ORDERS)}")
+    series: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for p in points:  # the store's order: by time, then as added
+        series[tuple(p[k] for k in SERIES_COLUMNS)].append(p)
+    if order == "release":
+        for key, pts in series.items():
+            first: dict[str, int] = {}
+            for i, p in enumerate(pts):
+                first.setdefault(p["release"], i)
+            series[key] = sorted(pts, key=lambda p: first[p["release"]])  # stable: time within a release
+    return dict(series)
+
+
+def newest_runs(n: int) -> int:
+    """How many of a series' last runs count as "the newest" for the exit code: the half-window Otava
+    slides by over a series this long, at least one run, so a change found there is a change the
+    latest runs brought, not one the series has carried for a while."""
+    return max(1, math.isqrt(n))
+
+
+def interval(stats: Any, n1: int, n2: int, max_pvalue: float) -> tuple[float, float]:
+    """The relative change's interval from the t-test Otava decides with (Student's, pooled variance,
+    its std values), at confidence 1 - max_pvalue, as a fraction of the mean before."""
+    df = n1 + n2 - 2
+    diff = stats.mean_2 - stats.mean_1
+    if df <= 0 or stats.mean_1 == 0:
+        return (-math.inf, math.inf)
+    pooled = ((n1 - 1) * stats.std_1 ** 2 + (n2 - 1) * stats.std_2 ** 2) / df
+    half = student_t.ppf(1 - max_pvalue / 2, df) * math.sqrt(pooled * (1 / n1 + 1 / n2))
+    return ((diff - half) / stats.mean_1, (diff + half) / stats.mean_1)
+
+
+def series_changes(key: tuple, pts: list[dict[str, Any]], max_pvalue: float = MAX_PVALUE) -> list[Change]:
+    from otava.analysis import compute_change_points
+
+    values = [float(p["value"]) for p in pts]
+    n = len(values)
+    if n < 3:
+        return []
+    found, _ = compute_change_points(values, max_pvalue=max_pvalue)  # Otava's window (50 runs), no magnitude floor
+    bounds = [0, *(int(c.index) for c in found), n]
+    out = []
+    for k, cp in enumerate(found):
+        i, st = int(cp.index), cp.stats
+        n1, n2 = i - bounds[k], bounds[k + 2] - i
+        low, high = interval(st, n1, n2, max_pvalue)
+        change = st.mean_2 / st.mean_1 - 1 if st.mean_1 else math.inf
+        worse = change > 0 if pts[i]["direction"] == "max" else change < 0
+        p = pts[i]
+        out.append(Change(dict(zip(SERIES_COLUMNS, key)), i + 1, n, p["commit"], p["release"], p["time"], p["report"],
+                          float(st.mean_1), float(st.mean_2), float(change), float(low), float(high),
+                          float(st.pvalue), bool(worse), i >= n - newest_runs(n)))
+    return out
+
+
+def find_changes(points: list[dict[str, Any]], order: str = "time", max_pvalue: float = MAX_PVALUE,
+                 figure: str | None = None) -> list[Change]:
+    """Every change point of every series (of one figure where given), series by series."""
+    out = []
+    for key, pts in sorted(group_series(points, order).items()):
+        if figure is None or key[0] == figure:
+            out += series_changes(key, pts, max_pvalue)
+    return out

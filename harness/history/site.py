@@ -1,0 +1,110 @@
+"""The static page of trends (asv's idea, without a server or a CDN): ``index.html`` with one inline
+SVG chart per series (its runs in order, change points marked, each point a link to its run's
+report), the table of release checks, and ``runs/run-N.html``, one small report per run. Written
+into a fresh directory atomically; nothing is fetched when it is opened."""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from harness.core.storage import atomic_dir
+from harness.history.changes import Change, group_series
+from harness.history.store import SERIES_COLUMNS
+
+WIDTH, HEIGHT, PAD = 640, 200, 40
+STYLE = """body{font-family:sans-serif;margin:2em;color:#222}svg{background:#fafafa;border:1px solid #ddd}
+.point{fill:#1f77b4}.change{stroke:#d62728;stroke-width:2;stroke-dasharray:4 3}.line{fill:none;stroke:#1f77b4}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px}.FAIL{color:#d62728}.PASS{color:#2ca02c}"""
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def series_id(key: tuple) -> str:
+    return "series-" + "-".join("".join(c if c.isalnum() else "_" for c in str(k)) for k in key)
+
+
+def chart(key: tuple, pts: list[dict[str, Any]], changes: list[Change]) -> str:
+    """One series as an SVG: a line through its runs, each a linked dot titled with its value, release and
+    commit; a dashed red rule before each change point's first run, titled with its size."""
+    values = [float(p["value"]) for p in pts]
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or abs(hi) or 1.0
+    step = (WIDTH - 2 * PAD) / max(len(pts) - 1, 1)
+
+    def xy(i: int, v: float) -> tuple[float, float]:
+        return PAD + i * step, HEIGHT - PAD - (v - lo) / span * (HEIGHT - 2 * PAD)
+
+    coords = [xy(i, v) for i, v in enumerate(values)]
+    parts = [f'<svg id="{series_id(key)}" class="chart" width="{WIDTH}" height="{HEIGHT}" '
+             f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{esc(key[0])} trend">',
+             f'<text x="{PAD}" y="14" font-size="11">{esc(hi)}</text>',
+             f'<text x="{PAD}" y="{HEIGHT - 6}" font-size="11">{esc(lo)}</text>',
+             '<polyline class="line" points="' + " ".join(f"{x:.1f},{y:.1f}" for x, y in coords) + '"/>']
+    for c in changes:
+        x = PAD + (c.index - 1.5) * step
+        parts.append(f'<line class="change" data-index="{c.index}" data-change="{c.change:.6f}" x1="{x:.1f}" y1="{PAD / 2}"'
+                     f' x2="{x:.1f}" y2="{HEIGHT - PAD / 2}"><title>{esc(c.describe())}</title></line>')
+    for i, ((x, y), p) in enumerate(zip(coords, pts)):
+        parts.append(f'<a href="runs/run-{p["run_id"]}.html"><circle class="point" data-index="{i + 1}" '
+                     f'data-value="{p["value"]!r}" cx="{x:.1f}" cy="{y:.1f}" r="4"><title>run {i + 1}: '
+                     f'{esc(p["value"])} ({esc(p["release"])}, {esc((p["commit"] or "-")[:12])}, {esc(p["time"])})'
+                     '</title></circle></a>')
+    return "\n".join(parts + ["</svg>"])
+
+
+def run_page(run_id: int, pts: list[dict[str, Any]]) -> str:
+    p = pts[0]
+    rows = "".join(f"<tr><td>{esc(q['benchmark'])}</td><td>{esc(q['figure'])}</td><td>{esc(q['value'])}</td>"
+                   f"<td>{esc(q['model'])}/{esc(q['shape'])}</td><td>{esc(q['backend'])}</td><td>{esc(q['hardware'])}</td></tr>"
+                   for q in pts)
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>Run {run_id}</title>'
+            f'<style>{STYLE}</style></head><body><h1 id="run">Run {run_id}</h1>'
+            f"<p>Time {esc(p['time'])}; commit {esc(p['commit'] or '-')}; release {esc(p['release'])}; "
+            f"source <code>{esc(p['report'])}</code>"
+            + (f"; release check {p['release_check_id']} ({esc(p['side'])}, round {p['round']})"
+               if p["release_check_id"] else "")
+            + f'</p><p><a href="../index.html">back to the trends</a></p><table><tr><th>benchmark</th><th>figure</th>'
+            f"<th>value</th><th>model/shape</th><th>backend</th><th>hardware</th></tr>{rows}</table></body></html>\n")
+
+
+def index_page(points: list[dict[str, Any]], changes: list[Change], checks: list[dict[str, Any]],
+               min_runs: int) -> str:
+    by_series: dict[tuple, list[Change]] = defaultdict(list)
+    for c in changes:
+        by_series[tuple(c.series[k] for k in SERIES_COLUMNS)].append(c)
+    body = ['<h1>History and trends</h1>', f"<p>{len({p['run_id'] for p in points})} runs, "
+            f"{len(changes)} change points, {len(checks)} release checks.</p>", "<h2>Release checks</h2>",
+            '<table id="release-checks"><tr><th>time</th><th>baseline</th><th>candidate</th><th>verdict</th>'
+            "<th>reasons</th></tr>"]
+    body += [f"<tr><td>{esc(c['time'])}</td><td>{esc(c['baseline'])}</td><td>{esc(c['candidate'])}</td>"
+             f"<td class=\"{esc(c['verdict'])}\">{esc(c['verdict'])}</td><td>{len(c['reasons'])}</td></tr>"
+             for c in checks]
+    body += ["</table>", "<h2>Trends</h2>"]
+    for key, pts in sorted(group_series(points).items()):
+        if len(pts) < min_runs:
+            continue
+        s = dict(zip(SERIES_COLUMNS, key))
+        body += [f"<h3>{esc(s['figure'])}: {esc(s['benchmark'])}</h3>",
+                 f"<p>{esc(s['model'])}/{esc(s['shape'])}, {esc(s['backend'])} {esc(s['dtype'])} on {esc(s['hardware'])}; "
+                 f"{len(pts)} runs; {len(by_series[key])} change points</p>", chart(key, pts, by_series[key])]
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>carbon-harness history</title>'
+            f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n")
+
+
+def write_site(out: Path, points: list[dict[str, Any]], changes: list[Change], checks: list[dict[str, Any]],
+               min_runs: int = 2, force: bool = False) -> Path:
+    """The site into ``out`` (replaced whole with ``force``): index.html and one page per run."""
+    runs: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for p in points:
+        runs[p["run_id"]].append(p)
+    with atomic_dir(out, replace=force) as tmp:
+        (tmp / "runs").mkdir()
+        (tmp / "index.html").write_text(index_page(points, changes, checks, min_runs), encoding="utf-8")
+        for run_id, pts in runs.items():
+            (tmp / "runs" / f"run-{run_id}.html").write_text(run_page(run_id, pts), encoding="utf-8")
+    return out / "index.html"
