@@ -78,6 +78,10 @@ def trn2_stack(session: nox.Session) -> None:
     # NxDI's own CPU-mode dependencies beyond the harness's: scipy (NxDI 0.8 imports it), so a release
     # check against the previous release runs here too.
     install_harness(session, "transformers==4.57.*", "scipy")
+    # carbon-harness history's tests (tests/unit/history): the extra, and Apache Otava without its
+    # metadata's pins (numpy==2.2.0.*, which would replace this stack's numpy; see pyproject's history extra)
+    session.install("-e", ".[history]")
+    session.install("--no-deps", "apache-otava==0.8.0")
     source = nxdi_source()
     if not source:
         session.warn("no NxDI source (../shared/vendor or $CARBON_NXDI_SOURCE): the NxDI CPU tier is skipped")
