@@ -225,7 +225,7 @@ def judge_side(who: str, target: Mapping[str, Any], reference: Mapping[str, Any]
         s = spread(a, crit, tie)
         out.spreads.append(s)
         out.findings += s.findings
-    out.findings += side_checks.greedy(target, reference, tie)
+    out.findings += side_checks.greedy(target, reference, tie, yardstick, crit)
     out.findings += side_checks.self_consistency(target, tie)
     found, notes = side_checks.pad_and_eos(target, reference, tie)
     out.findings += found + side_checks.padded_row(target, reference, tie)

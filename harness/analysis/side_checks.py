@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.analysis.threeway import Finding
+from harness.analysis.threeway import Criterion, Finding, margin_change, tie_at
 from harness.core.scored import ScoredToken
 
 
@@ -41,9 +41,12 @@ def tokenization(target: Mapping[str, Any], reference: Mapping[str, Any]) -> lis
     return out
 
 
-def greedy(target: Mapping[str, Any], reference: Mapping[str, Any], tie: float) -> list[Finding]:
+def greedy(target: Mapping[str, Any], reference: Mapping[str, Any], tie: float,
+           yardstick: Mapping[str, Any] | None = None, crit: Criterion | None = None) -> list[Finding]:
     """Greedy tokens against the reference's: the first divergence must be a near-tie for the reference
-    on the shared prefix (its teacher-forced margin on this side's own sequence there)."""
+    on the shared prefix (its teacher-forced margin on this side's own sequence there), held to the near-tie
+    allowance at that position where the yardstick's row there is given (``threeway.tie_at``, as a top-1 is)."""
+    yard = {p["name"]: p for p in (yardstick or {}).get("prompts", [])}
     ref = {p["name"]: p for p in reference["prompts"]}
     out = []
     for p in target["prompts"]:
@@ -53,13 +56,16 @@ def greedy(target: Mapping[str, Any], reference: Mapping[str, Any], tie: float) 
         k = _shared(p["greedy"], r["greedy"])
         if k >= min(len(p["greedy"]), len(r["greedy"])):
             continue
-        row = _row(r, "own", k)
+        row, yrow = _row(r, "own", k), _row(yard.get(p["name"], {}), "own", k)
         start = len(p["prompt_ids"])
-        if row is None or row.margin > tie:
+        allow = tie if row is None or yrow is None or crit is None else tie_at(
+            max(margin_change([(yrow, row)]), crit.margin_floor), crit, tie)
+        if row is None or row.margin > allow:
             margin = f"a margin of {row.margin:.3g} nats" if row else "an unknown margin"
+            there = f"there {allow:.3g}; {tie:.3g} anywhere" if yrow is not None and crit is not None else f"{tie:.3g}"
             out.append(Finding("greedy tokens", p["name"], start + k,
                                f"generated token {k} is {p['greedy'][k]} where the fp32 reference generates "
-                               f"{r['greedy'][k]} by {margin} (> the near-tie allowance {tie:.3g})"))
+                               f"{r['greedy'][k]} by {margin} (> the near-tie allowance {there})"))
     return out
 
 

@@ -130,3 +130,48 @@ def test_every_verdict_states_the_largest_position_its_shapes_covered_and_what_l
                 s["rows"].pop()
     shorter = judge_contract({"candidate": side}, {"candidate": expected["candidate"]}, load_tolerances())
     assert shorter.last_position == 45 and any("up to position 45" in n for n in shorter.notes)
+
+
+def _fixture(name: str) -> dict:
+    import json
+
+    from harness.core.paths import REPO_ROOT
+
+    return json.loads((REPO_ROOT / "fixtures" / "contract" / f"threeway-{name}.json").read_text())
+
+
+def _moved_there(reference: dict, yardstick: dict, prompt: int, k: int) -> tuple[float, float]:
+    """The reference's top-1 / top-2 margin at the ``own`` row ``k`` and the yardstick's change to it there."""
+    r = reference["prompts"][prompt]["sequences"]["own"]["rows"][k]
+    y = yardstick["prompts"][prompt]["sequences"]["own"]["rows"][k]
+    (i1, v1), (i2, v2) = r[2][0], r[2][1]
+    yv = {i: v for i, v in [*y[3], *y[2]]}
+    return v1 - v2, abs((yv[i1] - yv[i2]) - (v1 - v2))
+
+
+def test_a_greedy_divergence_is_held_to_the_near_tie_allowance_at_its_own_position():
+    """Under fp32's criterion (tie_position_factor 1.2), with NxDI's bf16 yardstick beside the reference: a
+    divergence where the reference's margin is inside the global allowance but beyond 1.2x the yardstick's move
+    there fails, naming both allowances; one whose margin is within the allowance there is excused."""
+    import copy
+
+    from harness.analysis.contract import judge_side, load_tolerances
+
+    side, ref, yard = _fixture("side"), _fixture("reference"), _fixture("yardstick")
+    crit = load_tolerances()["fp32"]
+    tie = judge_side("candidate", side, ref, yard, crit).tie_allowance
+    rows = [(i, k, *_moved_there(ref, yard, i, k)) for i, p in enumerate(ref["prompts"])
+            for k in range(len(p["greedy"]))]
+    beyond = [(i, k, m, crit.tie_position_factor * max(mv, crit.margin_floor)) for i, k, m, mv in rows
+              if crit.tie_position_factor * max(mv, crit.margin_floor) < m < tie]
+    within = [(i, k) for i, k, m, mv in rows if m < min(tie, crit.tie_position_factor * max(mv, crit.margin_floor))]
+    assert beyond and within, "the fixture has both kinds of positions"
+    for (i, k), fails in ((beyond[0][:2], True), (within[0], False)):
+        changed = copy.deepcopy(side)
+        greedy = changed["prompts"][i]["greedy"]
+        greedy[k:] = [ref["prompts"][i]["greedy"][k] + 1] + [0] * (len(greedy) - k - 1)
+        found = [f for f in judge_side("candidate", changed, ref, yard, crit).findings if f.criterion == "greedy tokens"]
+        start = len(side["prompts"][i]["prompt_ids"])
+        assert [(f.prompt, f.position) for f in found] == ([(side["prompts"][i]["name"], start + k)] if fails else [])
+        if fails:
+            assert f"the near-tie allowance there {beyond[0][3]:.3g}; {tie:.3g} anywhere" in found[0].detail, found
