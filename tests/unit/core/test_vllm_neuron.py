@@ -18,7 +18,8 @@ import pytest
 
 from harness.core.neuron_visibility import CHOSEN_SOURCE, CHOSEN_VARIABLE
 from harness.core.spec import SCORING_SHAPES, SHAPES, get_shape
-from harness.core.vllm_neuron import BLOCK_SIZE, LAST_USED_FILE, kv_blocks, max_logprobs, serve_command
+from harness.core.vllm_neuron import (BLOCK_SIZE, LAST_USED_FILE, engine_arguments, kv_blocks, max_logprobs,
+                                      serve_command)
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.unit
@@ -38,10 +39,10 @@ def test_a_shape_maps_onto_the_servers_flags(shape):
     assert int(flag(args, "--max-model-len")) == shape.seq_len
     assert int(flag(args, "--max-num-seqs")) == shape.batch_size
     batched = int(flag(args, "--max-num-batched-tokens"))
-    assert batched == shape.batch_size * shape.max_context_length
+    assert batched == engine_arguments(shape).values["max_num_batched_tokens"]  # pinned: test_vllm_neuron_args.py
     neuron = command.neuron_config()
-    # vLLM Neuron: the largest bucket of each must equal its engine limit
-    assert max(neuron["num_batched_tokens_buckets"]) == batched
+    # vLLM Neuron: the largest bucket of each must equal its engine limit (the prefill's as the plugin clamps it)
+    assert max(neuron["num_batched_tokens_buckets"]) == min(batched, shape.seq_len)
     assert max(neuron["num_seqs_buckets"]) == shape.batch_size
     assert neuron["on_device_sampling_config"] == {"all_greedy": True}  # a JSON boolean, not the string "true"
     # the KV cache holds every sequence of the batch at full length, plus vLLM's null block
@@ -202,7 +203,7 @@ def test_vllms_own_parser_reads_the_flags_back(device):
     parsed = engine_args(["--model", "/models/Carbon-8B", *command.args])["args"]
     assert parsed["tensor_parallel_size"] == (1 if device == "cpu" else shape.tp_degree)
     assert parsed["max_model_len"] == shape.seq_len and parsed["max_num_seqs"] == shape.batch_size
-    assert parsed["max_num_batched_tokens"] == shape.batch_size * shape.max_context_length
+    assert parsed["max_num_batched_tokens"] == shape.seq_len  # single-shot prefill (test_vllm_neuron_args.py)
     assert parsed["block_size"] == BLOCK_SIZE and parsed["num_gpu_blocks_override"] == kv_blocks(shape)
     assert parsed["enable_prefix_caching"] is False and parsed["skip_tokenizer_init"] is True
     assert parsed["generation_config"] == "vllm" and parsed["max_logprobs"] == max_logprobs(shape)
