@@ -124,15 +124,34 @@ def work_section(baseline: SideReport, candidate: SideReport, timing_failed: Map
             out.notes.append(f"`{name}` not gated on host work: the {' and '.join(shaky)}'s counts differ between "
                              "its rounds, so they are not exact here")
             continue
-        grown = max((g for g in (growth(b.python_calls, n.python_calls), growth(b.aten_ops, n.aten_ops))
+        # Python calls or aten ops (docs/release-check.md): either one grown beyond PCT fails
+        grown = max((g for g in (grown_from(b.python_calls, n.python_calls), grown_from(b.aten_ops, n.aten_ops))
                      if g is not None), default=0.0)
         if 100 * grown > gate_pct:
             out.reasons.append(f"host work of `{name}` grew {100 * grown:+.1f}% per step (--gate-work {gate_pct:g}%): "
                                + "; ".join(changes[:3]))
-    if gate_pct is not None:
-        missing = sorted((base.keys() | new.keys()) - (base.keys() & new.keys()))
-        out.notes += [f"`{m}` not gated on host work: counted on one side only" for m in missing]
+    out.notes += one_sided(base, new, "work per step", gate_pct)
     served(out, baseline, candidate, gate_pct)
+    if gate_pct is not None and not out.rows and not out.served:
+        out.notes.append(f"--gate-work {gate_pct:g}% gated nothing: no benchmark's work was counted on both sides")
+    return out
+
+
+def grown_from(base: float, new: float) -> float | None:
+    """new / base - 1; from a base of zero, infinite growth where there is some (0 -> 4 preemptions), None where
+    there is none."""
+    return growth(base, new) if base else (math.inf if new > 0 else None)
+
+
+def one_sided(base: Mapping[str, list], new: Mapping[str, list], what: str, gate_pct: float | None) -> list[str]:
+    """A note for each benchmark whose ``what`` was counted on one side only (its counts lost on the other, or
+    never taken there): never compared, so never a silent pass."""
+    out = []
+    for name in sorted(base.keys() ^ new.keys()):
+        has, lacks = ("baseline", "candidate") if name in base else ("candidate", "baseline")
+        gated = " (not gated: --gate-work needs both sides' counts)" if gate_pct is not None else ""
+        out.append(f"`{name}`'s {what} was counted on the {has} only: the {lacks}'s rounds carry no counts of it"
+                   f"{gated}")
     return out
 
 
@@ -143,6 +162,7 @@ def served(out: WorkSection, baseline: SideReport, candidate: SideReport, gate_p
     (base, why_b), (new, why_c) = server_side_work(baseline), server_side_work(candidate)
     for who, why in (("baseline", why_b), ("candidate", why_c)):
         out.notes += [f"the {who}'s server work was not counted: {w}" for w in why]
+    out.notes += one_sided(base, new, "server work per batch", gate_pct)
     for name in sorted(base.keys() & new.keys()):
         b, n = base[name][0], new[name][0]
         changes = describe_server_change(b, n)
@@ -159,9 +179,9 @@ def served(out: WorkSection, baseline: SideReport, candidate: SideReport, gate_p
         for k in GATED_SERVER:
             low_new = min(r.get(k, 0.0) for r in new[name])
             high_base = max(r.get(k, 0.0) for r in base[name])
-            g = growth(high_base, low_new) if high_base else (math.inf if low_new > 0 else None)  # 0 -> some
+            g = grown_from(high_base, low_new)  # 0 -> some: preemptions where there were none
             if g is not None and 100 * g > gate_pct:
-                grown.append((k, g))
+                grown.append((k, g, high_base, low_new))
         spread = [side for side, rounds in (("baseline", base[name]), ("candidate", new[name]))
                   if len({tuple(r.get(k) for k in GATED_SERVER) for r in rounds}) > 1]
         if spread:
@@ -170,4 +190,5 @@ def served(out: WorkSection, baseline: SideReport, candidate: SideReport, gate_p
         if grown:
             out.reasons.append(f"server work of `{name}` grew per batch (--gate-work {gate_pct:g}%, every candidate "
                                "round against every baseline round): "
-                               + "; ".join(f"{k} {100 * g:+.1f}%" for k, g in grown))
+                               + "; ".join(f"{k} {100 * g:+.1f}%" if math.isfinite(g) else f"{k} {b:g} -> {n:g}"
+                                           for k, g, b, n in grown))

