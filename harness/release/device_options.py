@@ -34,6 +34,10 @@ def add_device_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--image-runner", default="docker", metavar="CMD", help="what runs an --*-image (default docker)")
     g.add_argument("--serve-timeout", type=float, default=900.0, metavar="S",
                    help="seconds a server the check starts may take to answer (compilation at warm-up; default 900)")
+    g.add_argument("--leg-timeout", type=float, metavar="MIN",
+                   help="the job's timeout in minutes (ci/trn2.yml's leg: 240): a plan whose estimated time (weight "
+                        "loads, server starts, cold compiles, perf rounds at --max-rounds) exceeds it is refused "
+                        "before anything starts, naming what to change (harness.release.leg_time)")
     g.add_argument("--inspect-on-fail", choices=("device", "always", "never"), default="device",
                    help="on FAIL, one more candidate round with NEURON_RT_INSPECT_ENABLE (default: on a Neuron device)")
 
@@ -97,4 +101,22 @@ def with_device_options(args: argparse.Namespace, plan: CheckPlan, image_pythons
     found = instance_cores(args.neuron_instance)
     if found is None:
         return plan
-    return decide(plan, *found)[0]
+    plan = decide(plan, *found)[0]
+    refuse_a_leg_that_cannot_fit(plan, getattr(args, "leg_timeout", None))
+    return plan
+
+
+def refuse_a_leg_that_cannot_fit(plan: CheckPlan, timeout_min: float | None) -> None:
+    """On a Neuron instance with ``--leg-timeout``: the plan's estimated time must fit it (``leg_time``)."""
+    if timeout_min is None:
+        return
+    from harness.release.leg_time import LegTimeError, leg_of, load_costs, refusal
+
+    if timeout_min <= 0:
+        raise ReleaseCheckError(f"--leg-timeout {timeout_min:g}: give the job's timeout in minutes, above 0")
+    try:
+        line = refusal(leg_of(plan), load_costs(), timeout_min)
+    except LegTimeError as exc:
+        raise ReleaseCheckError(f"--leg-timeout: {exc}") from None
+    if line is not None:
+        raise ReleaseCheckError(f"--leg-timeout {timeout_min:g}: {line}")
