@@ -305,9 +305,9 @@ class ContractResult:
             return ["### Output contract", ""] + [f"- {n}" for n in self.reasons + self.notes] + [""]
         lines = ["### Output contract (each side and its yardstick against the fp32 transformers reference)", "",
                  f"Greedy tokens identical between the sides on {self.identical} of {self.prompts} prompts.", "",
-                 "| side | dtype | yardstick | sequence | positions | σ ratio | largest per position | top-5 | top-50 | "
-                 "top-1000 | all | top-1 | near-tie | FNS σ ratio | |",
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                 "| side | dtype | yardstick | sequence | positions | σ ratio | signed t (top-1 / margin) | largest per "
+                 "position | top-5 | top-50 | top-1000 | all | top-1 | near-tie | FNS σ ratio | |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for side in self.sides:
             c = side.criterion
             for s in side.spreads:
@@ -316,8 +316,9 @@ class ContractResult:
                 fns = f"{s.fns_ratio:.3g} (≤{c.fns_sigma_ratio:g})" if s.fns_ratio is not None else "-"
                 mark = "FAIL" if s.findings else "ok"
                 where = f" at {s.position_at[0]} {s.position_at[1]}" if s.position_at else ""
+                signed = " / ".join(f"{s.bias[k]['t']:+.2g}" for k in ("top1_logprob", "margin")) if s.bias else "-"
                 lines.append(f"| {side.who} ({side.backend}) | {side.dtype} | {side.yardstick} | {s.kind} | "
-                             f"{s.positions} | {s.ratio:.3g} (≤{c.sigma_ratio:g}) | "
+                             f"{s.positions} | {s.ratio:.3g} (≤{c.sigma_ratio:g}) | {signed} | "
                              f"{s.position_ratio:.3g} (≤{c.position_ratio:g}){where} | {' | '.join(tiers)} | "
                              f"{s.top1_agree}/{s.top1_checked} | {side.tie_allowance:.3g} | {fns} | {mark} |")
         for side in self.sides:
@@ -333,7 +334,9 @@ class ContractResult:
                              f"{b.positions} positions.")
         lines += ["", "σ ratio: rms(side − fp32) / rms(yardstick − fp32), pooled and (largest per position) at each "
                   "position; top-k: the largest |side − fp32| over the "
-                  "top-k ids / the yardstick's; near-tie: nats of reference margin below which a top-1 may differ."]
+                  "top-k ids / the yardstick's; near-tie: nats of reference margin below which a top-1 may differ; "
+                  "signed t (shown, not gated): the paired t of the side's signed change to the reference's top-1 "
+                  "log-prob and top-1 / top-2 margin less the yardstick's (a bias one way, where rounding has none)."]
         lines += [""] + [f"- {n}" for n in self.reasons + self.notes]
         return lines + [""]
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.analysis.bias import signed_bias
 from harness.core.scored import ScoredToken
 
 TIERS = ("5", "50", "1000", "all")
@@ -137,6 +138,9 @@ class Spread:
     # the yardstick's change there (floored by ``margin_floor``), and where (the calibration's per-position tie)
     position_margin_ratio: float = 0.0
     position_margin_at: tuple[str, int] | None = None
+    # shown, not gated (``harness.analysis.bias``): per statistic, the mean signed change of the target and the
+    # yardstick to the reference's top-1 log-prob / top-1-top-2 margin, and the paired t of their difference
+    bias: dict[str, dict[str, Any]] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -196,7 +200,8 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
     floor_y = max(sigma_y, crit.sigma_floor)
     ratio = sigma_t / floor_y
     out = Spread(a.kind, len(a.rows), sigma_t, sigma_y, ratio, {}, tie, 0, 0,
-                 target_margin_change=margin_change([(t, r) for _, _, t, r, _ in a.rows]))
+                 target_margin_change=margin_change([(t, r) for _, _, t, r, _ in a.rows]),
+                 bias=signed_bias([(t, r, y) for *_, t, r, y in a.rows]))
     moves = yardstick_moves(a, crit)
     margins = [(n, p, margin_change([(t, r)]) / moved)
                for (n, p, t, r, _), moved in zip(a.rows, moves) if len(r.top) > 1]

@@ -175,3 +175,52 @@ def test_a_greedy_divergence_is_held_to_the_near_tie_allowance_at_its_own_positi
         assert [(f.prompt, f.position) for f in found] == ([(side["prompts"][i]["name"], start + k)] if fails else [])
         if fails:
             assert f"the near-tie allowance there {beyond[0][3]:.3g}; {tie:.3g} anywhere" in found[0].detail, found
+
+
+def biased(shift: float, n: int = 30, noise: float = 2e-3) -> Aligned:
+    """``n`` positions where the target lowers the reference's top-1 log-prob by ``shift`` nats on top of the
+    yardstick's rounding (alternating +-``noise``, the same at the target where ``shift`` is 0): a signed bias."""
+    a = Aligned("own")
+    for k in range(n):
+        jitter = noise * (-1) ** k * (1 + (k % 3))  # the yardstick's rounding, not of one size
+        y = ranked((i, v + (jitter if j == 0 else 0.0)) for j, (i, v) in enumerate(RANKS[:50]))
+        t = ranked((i, v + (jitter * 0.8 - shift if j == 0 else 0.0)) for j, (i, v) in enumerate(RANKS[:50]))
+        a.rows.append(("balanced", 31 + k, t, ranked(RANKS[:50]), y))
+    return a
+
+
+def test_a_signed_bias_is_shown_as_a_paired_t_against_the_yardstick_and_never_gated():
+    """A target that lowers the reference's top-1 log-prob (and so its top-1 / top-2 margin) by 1e-3 nats at
+    every position, inside the yardstick's rounding (+-2e-3 to 6e-3): its mean signed change is 1e-3 below the
+    yardstick's, a paired t far beyond 3; a target with the yardstick's own rounding scaled reads near 0. Shown,
+    not a finding."""
+    loose = replace(CRIT, sigma_ratio=1e9, position_ratio=1e9, tier_factor={k: 1e9 for k in CRIT.tier_factor})
+    low = spread(biased(1e-3), loose, 1.0)
+    assert low.findings == []
+    for key in ("top1_logprob", "margin"):
+        b = low.bias[key]
+        assert b["n"] == 30 and b["target"] - b["yardstick"] == pytest.approx(-1e-3 - 0.2 * b["yardstick"], abs=1e-9)
+        assert b["t"] < -3, low.bias
+    none = spread(biased(0.0), loose, 1.0).bias
+    assert all(abs(none[k]["t"]) < 1 for k in ("top1_logprob", "margin")), none
+    assert spread(biased(-1e-3), loose, 1.0).bias["top1_logprob"]["t"] > 3
+
+
+def test_the_signed_t_is_shown_beside_the_sigma_ratio_and_a_correct_bf16_stack_reads_it_small():
+    """NxDI 0.9's CPU mode in bf16, correct (the fixture): its signed t per sequence kind is within +-2 (measured
+    0.97 / 0.55 scored, 0.53 / 0.23 own, 1.3 / 1.65 cut), where the planted bf16-only defects of issue 56 read
+    -3.3 to -6.0; the table shows it after the sigma ratio, and no finding follows from it."""
+    from harness.analysis.contract import judge_contract, load_tolerances
+
+    side, ref, yard = _fixture("side"), _fixture("reference"), _fixture("yardstick")
+    result = judge_contract({"candidate": side}, {"candidate": {"reference": ref, "yardstick": yard}},
+                            load_tolerances())
+    [judged] = result.sides
+    assert judged.passed and {s.kind for s in judged.spreads} == {"scored", "own", "cut"}
+    for s in judged.spreads:
+        assert all(0 < abs(s.bias[k]["t"]) < 2 and s.bias[k]["n"] == s.positions for k in ("top1_logprob", "margin"))
+    table = "\n".join(result.markdown())
+    assert "| σ ratio | signed t (top-1 / margin) | largest per position |" in table
+    scored = next(s for s in judged.spreads if s.kind == "scored")
+    assert (f"| {scored.ratio:.3g} (≤1.5) | {scored.bias['top1_logprob']['t']:+.2g} / "
+            f"{scored.bias['margin']['t']:+.2g} | ") in table
