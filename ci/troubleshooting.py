@@ -461,6 +461,12 @@ def escape(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]#|!])", r"\\\1", text)
 
 
+def anchor(name: str) -> str:
+    """The explicit anchor before a heading: GitHub renders it (``{#id}`` it shows as text), and the site's build
+    makes it the heading's own id (ci/mkdocs_anchors.py), so ``page.md#id`` lands on the heading in both."""
+    return f'<a id="{name}"></a>'
+
+
 def kind(cls: str) -> str:
     return {USAGE: "a usage line", MESSAGE: "a reason another error carries"}.get(cls, f"`{cls}`")
 
@@ -486,10 +492,10 @@ def render(built: list[Item]) -> str:
     for g, title, about in GROUPS:
         if not counts[g]:
             continue
-        out += [f"## {escape(title)} {{#{g}}}", "", about, ""]
+        out += [anchor(g), "", f"## {escape(title)}", "", about, ""]
         for item in (i for i in built if i.group == g):
             heading = item.title if item.placeholder_only else escape(item.title)
-            out += [f"### {heading} {{#{item.id}}}", "", fence(item.message), ""]
+            out += [anchor(item.id), "", f"### {heading}", "", fence(item.message), ""]
             if item.placeholder_only:
                 out += ["The message has no fixed words: all of it is made at run time (another error's text "
                         "passed on, or a report's own lines). The heading is its cause.", ""]

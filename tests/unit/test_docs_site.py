@@ -102,6 +102,8 @@ def test_a_broken_link_and_a_broken_anchor_fail_the_build(tmp_path):
     root = tmp_path / "checkout"
     shutil.copytree(DOCS, root / "docs")
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
+    (root / "ci").mkdir()
+    shutil.copy(REPO / "ci" / "mkdocs_anchors.py", root / "ci")  # mkdocs.yml's hook
     page = root / "docs" / "thresholds.md"
     page.write_text(page.read_text() + "\nSee [the old page](no-such-page.md) and [a section](gpu.md#no-such-heading).\n")
     r = mkdocs_build(root, tmp_path / "site")
