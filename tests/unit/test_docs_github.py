@@ -160,3 +160,20 @@ def test_the_site_hook_folds_an_anchor_line_into_its_heading():
     assert hook.on_page_markdown(text) == "intro\n\n### vLLM server not ready {#vllm-not-ready-1a2b}\n\nbody\n"
     assert hook.on_page_markdown('<a id="x"></a> and text\n\n### h\n') == '<a id="x"></a> and text\n\n### h\n'
     assert PurePosixPath("ci/mkdocs_anchors.py").as_posix() in (REPO / "mkdocs.yml").read_text()
+
+
+def words_shown(text: str) -> int:
+    return len(re.findall(r"\S+", re.sub(r"<!--.*?-->", "", text, flags=re.S)))
+
+
+def test_the_readme_reaches_the_trn2_48xlarge_commands_in_one_click_and_800_words():
+    """The README links the migration page, first under "Qualify a release"; a reader gets from the README's
+    top to the trn2.48xlarge command through that one link, reading at most 800 words on the way."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    page = (DOCS / "migration.md").read_text(encoding="utf-8")
+    assert "(docs/migration.md)" in readme
+    before = readme[:readme.index("(docs/migration.md)")] + page[:page.index("--neuron-instance trn2.48xlarge")]
+    assert words_shown(before) <= 800, words_shown(before)
+    assert page.index("device path is unrun") < page.index("## 1.")  # the caveat before any step
+    nav = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(r"- Qualify a release:\n\s+- migration\.md\n", nav)
