@@ -58,8 +58,9 @@ import math
 import os
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from harness.core.spec import RunShape, get_shape
 from harness.core.troubleshooting import PointingParser, explain_pointer
@@ -168,6 +169,7 @@ def cmd_vllm_serve(args: argparse.Namespace) -> int:
               f"{visibility.source})", file=sys.stderr, flush=True)
         command = ServeCommand(command.model, command.args, visibility.environ(args.neuron_cores, command.env),
                                command.device)
+    command, efa = with_efa(command)
     if not args.exec:
         print(command.shell())
         return 0
@@ -179,7 +181,22 @@ def cmd_vllm_serve(args: argparse.Namespace) -> int:
     base = dict(os.environ)
     if args.neuron_cores is not None:  # the plugin's variable only: a 2.32+ worker stops on the other
         base = {k: v for k, v in base.items() if k not in ("NEURON_RT_VISIBLE_CORES", "NEURON_VISIBLE_DEVICES")}
+    if efa is None:  # EFA on every Neuron device: the plugin's own affinity, as it ships
+        base.pop("NEURON_SKIP_EFA_AFFINITY", None)
     os.execve(argv[0], argv, {**base, **command.env})  # the server takes this process (and its pid)
+
+
+def with_efa(command: ServeCommand, host: Any = None) -> tuple[ServeCommand, str | None]:
+    """``command`` with ``NEURON_SKIP_EFA_AFFINITY=1`` where this host's Neuron devices have no EFA interface
+    (``harness.core.neuron_efa``; ``host``: an ``EfaHost``, default this one's), said on stderr (the server's
+    log); and why it was set (None: EFA present, the variable left unset)."""
+    from harness.core.neuron_efa import SKIP_EFA, efa_environment, missing_efa, read_efa_host
+
+    host = read_efa_host() if host is None else host
+    why = missing_efa(host)
+    told = f"{SKIP_EFA}=1 ({why})" if why else f"EFA on every Neuron device: {SKIP_EFA} left unset"
+    print(f"carbon-harness vllm-serve: {told}", file=sys.stderr, flush=True)
+    return replace(command, env={**command.env, **efa_environment(host)}), why
 
 
 def parse_cores_arg(value: str) -> str:

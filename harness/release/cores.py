@@ -70,6 +70,7 @@ def read_back(who: str, server: Any, planned: str | None, neuron_ls: Path | None
         variable, value = given_cores(environ) or (None, None)
         records.append({"who": who, "pid": member, "variable": variable, VISIBLE_CORES: environ.get(VISIBLE_CORES),
                         "cores": value, "planned": planned, "chosen_by": environ.get(CHOSEN_SOURCE),
+                        "skip_efa_affinity": environ.get("NEURON_SKIP_EFA_AFFINITY"),  # harness.core.neuron_efa
                         "libnrt": process_libnrt(member).get("loaded")})
         if problem:
             server.stop()
@@ -189,6 +190,10 @@ def markdown(neuron_cores: dict[str, Any]) -> list[str]:
         lines.append(f"- the {r['who']}'s server process {r['pid']}: {got}")
     for name, got in neuron_cores.get("rounds", {}).items():
         lines.append(f"- the {name}'s perf rounds: {VISIBLE_CORES}={', '.join(sorted(set(map(str, got)))) or '-'}")
+    efa = sorted({f"{r['who']}: NEURON_SKIP_EFA_AFFINITY={r.get('skip_efa_affinity') or 'unset'}"
+                  for r in neuron_cores.get("servers", []) if "cores" in r})
+    if efa:
+        lines.append(f"- EFA affinity (a 2.32+ worker stops without an EFA device unless skipped): {', '.join(efa)}")
     chosen = sorted({r["chosen_by"] for r in neuron_cores.get("servers", []) if r.get("chosen_by")})
     lines += [f"- the server's NeuronCores variable chosen by {c}" for c in chosen]
     starts = [e for e in neuron_cores.get("events", []) if e["action"] == "start"]

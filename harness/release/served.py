@@ -59,6 +59,10 @@ def server_env(side: Any, serve_timeout: float | None) -> dict[str, str]:
         return {**env, "CARBON_NEURON_CORES": side.cores} if side.cores else env
     if serve_timeout is not None:
         env["VLLM_ENGINE_READY_TIMEOUT_S"] = str(math.ceil(serve_timeout))
+    if side.cores:  # a Neuron host: its 2.32+ workers stop without EFA unless told to skip it (neuron_efa)
+        from harness.core.neuron_efa import efa_environment, read_efa_host
+
+        env.update(efa_environment(read_efa_host()))
     if not side.cores:
         return env
     import json
