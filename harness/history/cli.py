@@ -96,6 +96,9 @@ def run_cmd(func):
         try:
             return func(args)
         except ModuleNotFoundError as exc:
+            if exc.name == "otava":
+                raise HistoryError("history needs Apache Otava: pip install --no-deps apache-otava==0.8.0 (without "
+                                   "its metadata's pins, which would replace numpy)") from None
             raise HistoryError(f"history needs {exc.name}: pip install -e '.[history]'") from None
     return run
 

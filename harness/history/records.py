@@ -121,10 +121,13 @@ def run_of(path: Path, side: str | None = None, round_: int | None = None) -> Ru
                versions, str(path), figures, side, round_)
 
 
-def content_hash(paths: list[Path]) -> str:
+def content_hash(paths: list[Path], root: Path | None = None) -> str:
+    """What makes an input the same one: its bytes (a file's name is not part of it), and inside a
+    release-check directory each file's place in it."""
     h = hashlib.sha256()
     for p in paths:
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+        name = p.relative_to(root).as_posix() if root else ""
+        h.update(name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -149,7 +152,7 @@ def release_check_of(folder: Path) -> Source:
     reasons = [str(r) for r in verdict.get("reasons") or []]
     check = ReleaseCheck(time, labels["baseline"], labels["candidate"], verdict["verdict"], reasons,
                          str(folder / "verdict.md"))
-    return Source(str(folder), "release-check", content_hash(files), runs, check)
+    return Source(str(folder), "release-check", content_hash(files, folder), runs, check)
 
 
 def read_source(path: Path) -> Source:

@@ -57,9 +57,25 @@ def make_engine(url: str) -> sa.Engine:
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     args = {"connect_timeout": 10} if parsed.get_backend_name() == "postgresql" else {}
     try:
-        return sa.create_engine(parsed, connect_args=args)
+        engine = sa.create_engine(parsed, connect_args=args)
     except ModuleNotFoundError as exc:
         raise HistoryError(f"history store {shown(parsed)} needs {exc.name}: pip install -e '.[history]'") from None
+    if parsed.get_backend_name() == "sqlite":
+        transactional_ddl(engine)
+    return engine
+
+
+def transactional_ddl(engine: sa.Engine) -> None:
+    """SQLite's Python driver commits before DDL on its own, so a first add that fails would leave the
+    tables without their migration's version row; SQLAlchemy's recipe (docs: "Serializable isolation /
+    Savepoints / Transactional DDL" for pysqlite): the driver never begins, SQLAlchemy emits BEGIN."""
+    @sa.event.listens_for(engine, "connect")
+    def no_driver_transactions(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None
+
+    @sa.event.listens_for(engine, "begin")
+    def begin(conn) -> None:
+        conn.exec_driver_sql("BEGIN")
 
 
 @contextmanager
