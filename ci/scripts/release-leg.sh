@@ -11,7 +11,9 @@
 #                        CANDIDATE_SERVE_SCRIPT / BASELINE_SERVE_SCRIPT (the check starts the served side's server
 #                        through it: ci/scripts/vllm-serve.sh, one SHAPES shape), CANDIDATE_IMAGE / BASELINE_IMAGE
 # On a Trn2 host:        NEURON_INSTANCE (trn2.3xlarge, trn2.48xlarge: how the sides share the NeuronCores)
-#                        LEG_TIMEOUT_MIN (the job's timeout: a plan estimated not to fit it is refused up front)
+#                        LEG_TIMEOUT_MIN (the job's timeout: a plan estimated not to fit it is refused up front),
+#                        ACCEPT_SHARED_RUNTIME (non-empty: a served pair of releases that ship different Neuron
+#                        runtimes runs on the host's one runtime, recorded in the verdict, instead of stopping)
 # Always:                MODEL (e.g. carbon-3b), OUT; optional SHAPES (space-separated, default "smoke"),
 #                        ROUNDS (a fixed number of pairs; default: sequential, MIN_ROUNDS 4 .. MAX_ROUNDS 16),
 #                        LEGS (the legs merged into one verdict: each spends 1/LEGS of the false-alarm budget),
@@ -46,5 +48,6 @@ done
 if [ -n "${MODEL_ROOT:-}" ]; then args+=(--model-root "$MODEL_ROOT"); fi
 if [ -n "${NEURON_INSTANCE:-}" ]; then args+=(--neuron-instance "$NEURON_INSTANCE"); fi
 if [ -n "${LEG_TIMEOUT_MIN:-}" ]; then args+=(--leg-timeout "$LEG_TIMEOUT_MIN"); fi
+if [ -n "${ACCEPT_SHARED_RUNTIME:-}" ]; then args+=(--accept-shared-runtime); fi
 # shellcheck disable=SC2086  # EXTRA_ARGS is a list of options
 exec "$PYTHON" -m harness.cli release-check "${args[@]}" ${EXTRA_ARGS:-}

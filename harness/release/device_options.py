@@ -34,6 +34,10 @@ def add_device_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--image-runner", default="docker", metavar="CMD", help="what runs an --*-image (default docker)")
     g.add_argument("--serve-timeout", type=float, default=900.0, metavar="S",
                    help="seconds a server the check starts may take to answer (compilation at warm-up; default 900)")
+    g.add_argument("--accept-shared-runtime", action="store_true",
+                   help="a served pair whose releases ship different Neuron runtimes (2.32 -> 2.33) with neither side "
+                        "in its own --*-image is refused (one side would run on the other's runtime); this runs it "
+                        "anyway, on the host's one runtime, and the verdict records that it was accepted")
     g.add_argument("--leg-timeout", type=float, metavar="MIN",
                    help="the job's timeout in minutes (ci/trn2.yml's leg: 240): a plan whose estimated time (weight "
                         "loads, server starts, cold compiles, perf rounds at --max-rounds) exceeds it is refused "
@@ -98,12 +102,29 @@ def with_device_options(args: argparse.Namespace, plan: CheckPlan, image_pythons
                               python=image_pythons.get(name, side.python))
     plan = replace(plan, baseline=sides["baseline"], candidate=sides["candidate"], image_runner=args.image_runner,
                    serve_timeout=args.serve_timeout, inspect_on_fail=args.inspect_on_fail)
+    plan = one_runtime_or_accepted(plan, getattr(args, "accept_shared_runtime", False))
     found = instance_cores(args.neuron_instance)
     if found is None:
         return plan
     plan = decide(plan, *found)[0]
     refuse_a_leg_that_cannot_fit(plan, getattr(args, "leg_timeout", None))
     return plan
+
+
+def one_runtime_or_accepted(plan: CheckPlan, accept: bool) -> CheckPlan:
+    """A served pair whose sides need different Neuron runtimes and share the host's is refused, unless accepted
+    (``harness.release.shared_runtime``); the accepted mismatch goes into the plan, for the verdict."""
+    from harness.release import shared_runtime
+
+    pair = (plan.baseline, plan.candidate)
+    served = any(s.backend == "openai" and s.endpoint is None for s in pair)
+    line = shared_runtime.mismatch({s.name: None if s.image else shared_runtime.needs(s.python) for s in pair},
+                                   served, {s.name: s.image for s in pair})
+    if line is None:
+        return plan
+    if not accept:
+        raise ReleaseCheckError(line)
+    return replace(plan, shared_runtime=line)
 
 
 def refuse_a_leg_that_cannot_fit(plan: CheckPlan, timeout_min: float | None) -> None:

@@ -64,7 +64,8 @@ def device_records(plan: CheckPlan, reports: dict[str, SideReport], read_backs: 
 
     neuron_cores = cores.record(plan, plan.core_plan, read_backs, events)
     layer = runtime_layer.runtime_layer({name: report.versions for name, report in reports.items()},
-                                        {s.name: s.image for s in (plan.baseline, plan.candidate)})
+                                        {s.name: s.image for s in (plan.baseline, plan.candidate)},
+                                        accepted=plan.shared_runtime)
     proof = evidence.run_evidence(plan, evidence_server(progress), progress) if word == FAIL else {}
     own = check_process(plan)
     lines = cores.markdown(neuron_cores) + runtime_layer.markdown(layer) + evidence.markdown(proof) + own.pop("markdown")

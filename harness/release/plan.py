@@ -69,6 +69,7 @@ class CheckPlan:
     inspect_on_fail: str = "device"  # the evidence round on FAIL: on a device only, always, never
     gate_work: float | None = None  # --gate-work: the host-work gate's tolerance in percent (None: off)
     timer: str = "auto"  # --timer: auto (process CPU time where both sides run on the host), cpu, or wall
+    shared_runtime: str | None = None  # --accept-shared-runtime: the runtime mismatch the user accepted (verdict)
 
 
     @property

@@ -66,8 +66,10 @@ def matches(installed: str | None, shipped: list[str]) -> bool:
     return installed is not None and any(installed == v or installed.startswith(v + "-") for v in shipped)
 
 
-def runtime_layer(versions: dict[str, dict[str, Any]], images: dict[str, str | None]) -> dict[str, Any]:
-    """verdict.json's ``runtime_layer`` from each side's probe (``versions``: side -> probe info)."""
+def runtime_layer(versions: dict[str, dict[str, Any]], images: dict[str, str | None],
+                  accepted: str | None = None) -> dict[str, Any]:
+    """verdict.json's ``runtime_layer`` from each side's probe (``versions``: side -> probe info); ``accepted``: the
+    runtime mismatch the user ran anyway with --accept-shared-runtime (``harness.release.shared_runtime``)."""
     sides: dict[str, Any] = {}
     for name, info in versions.items():
         host = info.get("neuron_os_packages") or {}
@@ -81,6 +83,8 @@ def runtime_layer(versions: dict[str, dict[str, Any]], images: dict[str, str | N
                        "release": constraints.get("release"), "shipped": shipped, "mismatches": mismatches,
                        "image": images.get(name)}
     notes = []
+    if accepted:
+        notes.append(f"accepted with --accept-shared-runtime: {accepted.split(', but ')[0]}; both ran on one runtime")
     runtimes = {s["runtime"] for s in sides.values()}
     if runtimes == {None}:
         notes.append("no Neuron runtime on this host (dpkg lists no aws-neuronx-runtime-lib): the runtime layer is "
@@ -93,7 +97,8 @@ def runtime_layer(versions: dict[str, dict[str, Any]], images: dict[str, str | N
                                                                                            sides.values())):
         notes.append(f"both sides ran on runtime {next(iter(runtimes))}; {BLIND} (run each side in its own Neuron "
                      "DLC image: --baseline-image / --candidate-image)")
-    return {"sides": sides, "notes": notes, "shared": len(runtimes) == 1 and None not in runtimes}
+    return {"sides": sides, "notes": notes, "shared": len(runtimes) == 1 and None not in runtimes,
+            "accepted_shared_runtime": accepted}
 
 
 def markdown(layer: dict[str, Any]) -> list[str]:
