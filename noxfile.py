@@ -164,7 +164,8 @@ def serving(session: nox.Session) -> None:
     # the serving tests, and the scoring benchmarks on the server's prompt logprobs (their DNA-block view
     # server is the one the served-scoring tests start: one start for both)
     session.run("pytest", "-m", "serving or perf", "tests/serving", "tests/perf/test_scoring.py",
-                "tests/unit/core/test_vllm_neuron.py", "--carbon-backend",
+                "tests/unit/core/test_vllm_neuron.py", "tests/unit/core/test_vllm_neuron_preflight.py",
+                "--carbon-backend",
                 "openai", "--carbon-serve", "vllm", SUITE_RUNS, f"--benchmark-json={out}", *session.posargs)
     session.log(f"serving benchmarks (vLLM metric names in extra_info): {out}")
 

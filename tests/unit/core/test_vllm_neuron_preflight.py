@@ -6,6 +6,7 @@ no plugin is installed, which ran recorded; a refusal in one line, exit 2, befor
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -159,3 +160,40 @@ def test_the_preflight_passes_the_servers_the_harness_builds(shape):
         command = serve_command("/m", get_shape(shape), logprobs=logprobs, stack="t")
         verdict = preflight(command.args, command.env, PACKAGE)
         assert verdict.passed, (shape, logprobs, verdict.line())
+
+
+REQUESTS = '''import json, sys
+sys.argv = ["api_server", *json.loads(sys.argv[1])]
+import vllm_neuron
+vllm_neuron.register()  # as vLLM loads its general plugins in the API server's process
+from vllm import SamplingParams
+from vllm.platforms import current_platform
+for asked in ({}, {"logprobs": 5}, {"prompt_logprobs": 1}):
+    try:
+        current_platform.validate_request({"type": "token", "prompt_token_ids": [1, 2]},
+                                          SamplingParams(max_tokens=1, temperature=0.0, **asked))
+        print(json.dumps([asked, None]))
+    except ValueError as exc:
+        print(json.dumps([asked, str(exc)]))
+'''
+
+
+@pytest.mark.serving
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                    reason="the stand-in's admission runs inside vLLM's request path: needs vllm installed (nox -s "
+                           "serving has it)")
+def test_a_request_the_plugin_refuses_gets_its_refusal_from_the_stand_in_inside_vllm():
+    """vLLM's own ``validate_request`` (what its input processor calls for every request, HTTP 400 on a
+    ValueError), with the stand-in registered on a server sampling on device with async scheduling: a request
+    asking no log-probabilities is admitted, one asking either kind gets the plugin's refusal (the policy's
+    other cases: the stand-in path of the tests above)."""
+    args = server(tokens=160, model_len=160, ods={"all_greedy": True}, asynchronous=True)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": f"{STAND_IN}{os.pathsep}{REPO}", **SKIP_EFA}
+    r = subprocess.run([sys.executable, "-c", REQUESTS, json.dumps(args)], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    got = {next(iter(asked), "none"): message for asked, message in map(json.loads, r.stdout.splitlines())}
+    assert got["none"] is None and {name for name, message in got.items() if message} == {"logprobs",
+                                                                                           "prompt_logprobs"}
+    assert all(m.startswith("This server samples on device (on_device_sampling_config is set)") for m in got.values()
+               if m)
