@@ -118,7 +118,8 @@ def one_runtime_or_accepted(plan: CheckPlan, accept: bool) -> CheckPlan:
 
     pair = (plan.baseline, plan.candidate)
     served = any(s.backend == "openai" and s.endpoint is None for s in pair)
-    line = shared_runtime.mismatch({s.name: None if s.image else shared_runtime.needs(s.python) for s in pair},
+    line = shared_runtime.mismatch({s.name: None if s.image else shared_runtime.needs(s.python, dict(s.env))
+                                    for s in pair},
                                    served, {s.name: s.image for s in pair})
     if line is None:
         return plan
@@ -131,13 +132,18 @@ def refuse_a_leg_that_cannot_fit(plan: CheckPlan, timeout_min: float | None) -> 
     """On a Neuron instance with ``--leg-timeout``: the plan's estimated time must fit it (``leg_time``)."""
     if timeout_min is None:
         return
-    from harness.release.leg_time import LegTimeError, leg_of, load_costs, refusal
+    from harness.release.leg_time import LegTimeError, estimate, leg_of, load_costs, refusal
 
     if timeout_min <= 0:
         raise ReleaseCheckError(f"--leg-timeout {timeout_min:g}: give the job's timeout in minutes, above 0")
     try:
-        line = refusal(leg_of(plan), load_costs(), timeout_min)
+        leg, costs = leg_of(plan), load_costs()
     except LegTimeError as exc:
         raise ReleaseCheckError(f"--leg-timeout: {exc}") from None
+    line = refusal(leg, costs, timeout_min)
     if line is not None:
         raise ReleaseCheckError(f"--leg-timeout {timeout_min:g}: {line}")
+    est = estimate(leg, costs)
+    unknown = f"; not estimated (no reference costs): {', '.join(est.unknown)}" if est.unknown else ""
+    print(f"release-check: this plan needs about {est.describe()} at {leg.max_pairs} pairs, within the leg's "
+          f"{timeout_min:g} min{unknown}", file=sys.stderr)

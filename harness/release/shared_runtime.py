@@ -18,10 +18,12 @@ from harness.release.runtime_layer import CONSTRAINTS_IN_VENV, RUNTIME, constrai
 OPTION = "--accept-shared-runtime"
 
 
-def needs(python: str) -> tuple[str, list[str]] | None:
+def needs(python: str, env: dict[str, str] | None = None) -> tuple[str, list[str]] | None:
     """(release, the runtime versions it ships) of the venv ``python`` lives in (``VENV/bin/python``: the link's
-    own folder, never its target's), or None where that venv names none."""
-    path = Path(python).absolute().parent.parent / CONSTRAINTS_IN_VENV
+    own folder, never its target's), or of the side's ``CARBON_SDK_CONSTRAINTS`` (its ``--*-env``, as the probe
+    reads it: ``runtime_layer.side_constraints``); None where neither names one."""
+    told = (env or {}).get("CARBON_SDK_CONSTRAINTS")
+    path = Path(told) if told else Path(python).absolute().parent.parent / CONSTRAINTS_IN_VENV
     try:
         text = path.read_text()
     except OSError:

@@ -134,3 +134,12 @@ def test_the_workflow_passes_its_own_timeout():
     assert re.search(rf"^\s+LEG_TIMEOUT_MIN: {timeout}\b", workflow, re.M)
     script = (REPO / "ci" / "scripts" / "release-leg.sh").read_text()
     assert 'args+=(--leg-timeout "$LEG_TIMEOUT_MIN")' in script
+
+
+def test_a_plan_that_fits_says_its_estimate(tmp_path, capsys):
+    script = str(REPO / "ci" / "scripts" / "vllm-serve.sh")
+    with_device_options(options("--baseline-serve-script", script, "--candidate-serve-script", script,
+                                "--neuron-instance", "trn2.48xlarge", "--leg-timeout", "240"), vllm_pair(tmp_path, 16), {})
+    line, = capsys.readouterr().err.strip().splitlines()
+    assert re.fullmatch(r"release-check: this plan needs about \d+ min \(2 weight loads .*\) at 16 pairs, within "
+                        r"the leg's 240 min", line), line

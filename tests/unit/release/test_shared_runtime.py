@@ -117,3 +117,9 @@ def test_the_workflow_and_the_leg_script_can_pass_the_acceptance():
         (REPO / "ci" / "scripts" / "release-leg.sh").read_text()
     workflow = (REPO / "ci" / "trn2.yml").read_text()
     assert "accept_shared_runtime:" in workflow and "ACCEPT_SHARED_RUNTIME: ${{ inputs.accept_shared_runtime" in workflow
+
+
+def test_a_sides_own_constraints_variable_names_its_need(tmp_path):
+    """As the probe reads it (runtime_layer.side_constraints): --candidate-env CARBON_SDK_CONSTRAINTS=FILE."""
+    got = shared_runtime.needs(sys.executable, {"CARBON_SDK_CONSTRAINTS": str(CONSTRAINTS / "vllm-neuron-2.32.0.txt")})
+    assert got is not None and got[1] == ["2.34.10.0"]
