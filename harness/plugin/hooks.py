@@ -111,6 +111,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                     help="serving benchmarks: SLOs in vLLM's --goodput syntax, e.g. 'ttft:200 tpot:50' (ms)")
     group.addoption("--carbon-serve-timeout", type=parse_positive_int, default=600, metavar="S",
                     help="seconds to wait for --carbon-serve's server to answer")
+    from harness.plugin import history  # --carbon-history: the run judged against its series' history
+
+    pluginmanager.register(history, "carbon-harness-history")
 
 
 @pytest.hookimpl(tryfirst=True)
