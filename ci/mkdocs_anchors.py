@@ -5,7 +5,8 @@ troubleshooting entry, which every error the harness prints links to): GitHub re
 shows a heading's ``{#ID}`` as text. On the site the same line would be a second, empty anchor beside the
 heading's slug, so the table of contents, the search index's sections and mkdocs's anchor validation would
 not know ID: here the line is folded into the heading as ``{#ID}`` (attr_list) before Python-Markdown reads
-the page, and a link to ``page.md#ID`` lands on the heading on both.
+the page, and a link to ``page.md#ID`` lands on the heading on both. An anchor line that is no heading's (the
+troubleshooting index's, one per entry) stays as it is: a raw anchor on both.
 """
 
 from __future__ import annotations
@@ -22,5 +23,12 @@ def fold_anchors(markdown: str) -> str:
     return ANCHORED_HEADING.sub(lambda m: f"{m.group(2)} {{#{m.group(1)}}}", markdown)
 
 
-def on_page_markdown(markdown: str, **_kwargs) -> str:
+# Pages the site search leaves out: the troubleshooting index lists every entry's title, linked to its group's
+# page, where the entry itself is; indexed, it would rank beside the entry a pasted error should find.
+SEARCH_EXCLUDED = {"troubleshooting.md"}
+
+
+def on_page_markdown(markdown: str, page=None, **_kwargs) -> str:
+    if page is not None and page.file.src_uri in SEARCH_EXCLUDED:
+        page.meta["search"] = {**(page.meta.get("search") or {}), "exclude": True}
     return fold_anchors(markdown)

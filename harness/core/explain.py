@@ -1,10 +1,10 @@
 """``carbon-harness explain 'pasted error'``: the troubleshooting entry of an error, from any fragment of it.
 
-It prints the entry's title, the message, what causes it, what to do, and its anchor on
-docs/troubleshooting.md; it exits 1, naming the page, when no entry matches. The lookup
+It prints the entry's title, the message, what causes it, what to do, and its page and anchor
+(docs/troubleshooting/<group>.md); it exits 1, naming the page, when no entry matches. The lookup
 (``harness.core.troubleshooting``) reads the data file generated with the page, so it needs neither the
 docs nor a checkout. ``-`` reads the error from standard input (a whole log tail pasted or piped in); the
-id or anchor that an error line ends with (``docs/troubleshooting.md#<id>``) finds its entry too.
+id or anchor that an error line ends with (``docs/troubleshooting/<group>.md#<id>``) finds its entry too.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """Which troubleshooting entry an error is: the lookup behind ``carbon-harness explain`` and the pointer that
-ends every error line the harness prints (``(carbon-harness explain: docs/troubleshooting.md#<id>)``).
+ends every error line the harness prints (``(carbon-harness explain: docs/troubleshooting/<group>.md#<id>)``).
 
 It reads ``harness/data/troubleshooting.json``, which ``ci/troubleshooting.py --write`` writes beside
-docs/troubleshooting.md from the same scan of the source (tests/unit/test_troubleshooting.py fails when either
+the troubleshooting pages (one per group) from the same scan of the source (tests/unit/test_troubleshooting.py fails when either
 is stale). A data file inside the package, rather than the page read through ``harness.core.paths.REPO_ROOT``:
 it ships with the package (``[tool.setuptools.package-data]``), so an installed harness without its docs/
 still explains its errors; it holds each message's fixed text as fields, where the page would have to be
 parsed back out of markdown; and the package never imports ``ci/`` (which is no package, and outside every
 import-linter layer).
 
-How a pasted text finds its entry (``find``): an anchor or id in it (``troubleshooting.md#<id>``, what the
-printed pointer names) is that entry. Otherwise each entry is scored by the words of its fixed text (the
+How a pasted text finds its entry (``find``): an anchor or id in it (``troubleshooting/<group>.md#<id>``, what the
+printed pointer names; the index's ``troubleshooting.md#<id>`` and the site's ``troubleshooting/<group>/#<id>``) is that entry. Otherwise each entry is scored by the words of its fixed text (the
 message without its run-time values) that the paste holds in the same order (``difflib``'s matching blocks),
 each word weighted by how rare it is among the messages, so that ``unknown model`` outweighs ``must be``, and
 a word with a digit in it (``trn2``, ``bf16``: most often a value) counts a quarter. Within the best run of
@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-PAGE = "docs/troubleshooting.md"
+PAGE = "docs/troubleshooting.md"  # the index: every group's page, every entry's anchor
 WORD = re.compile(r"[a-z0-9]+")
-ANCHOR = re.compile(r"troubleshooting(?:\.md|/)?#([a-z0-9-]+)")
+ANCHOR = re.compile(r"troubleshooting(?:/[a-z0-9]+)?(?:\.md|/)?#([a-z0-9-]+)")
 MIN_WORDS = 2  # an entry explains at least two of the pasted words,
 MIN_WEIGHT = 6.0  # ... as much as two rare words or four common ones (``is not a`` is not enough),
 MIN_SHARE = 0.5  # ... and mismatches cost it at most half of that
@@ -54,7 +54,7 @@ def words(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry of docs/troubleshooting.md."""
+    """One entry of the troubleshooting pages (its group's, docs/troubleshooting/<group>.md)."""
 
     id: str
     title: str
@@ -68,7 +68,8 @@ class Entry:
 
     @property
     def link(self) -> str:
-        return f"{PAGE}#{self.id}"
+        """Its page and anchor: ``docs/troubleshooting/<group>.md#<id>`` (ci/troubleshooting.py ``link``)."""
+        return f"docs/troubleshooting/{self.group}.md#{self.id}"
 
     @functools.cached_property
     def regex(self) -> re.Pattern[str]:
@@ -172,7 +173,7 @@ def find(text: str) -> Entry | None:
 
 
 def explain_pointer(error: object, *, quiet: bool = False) -> str:
-    """What ends a printed error: `` (carbon-harness explain: docs/troubleshooting.md#<id>)``, its entry's
+    """What ends a printed error: `` (carbon-harness explain: docs/troubleshooting/<group>.md#<id>)``, its entry's
     anchor, or where to look when no entry matches (an error from Python or the OS, not the harness's own).
     Found at print time from the message itself (``find_whole``), so no raise site names its entry. ``quiet``:
     nothing when no entry matches (argparse's own usage lines, which say all there is to say)."""

@@ -77,7 +77,7 @@ def test_every_docs_page_is_in_the_nav_once():
     assert config["docs_dir"] == "docs" and config["strict"] is True
     listed = nav_pages(config["nav"])
     assert len(listed) == len(set(listed)), listed
-    assert sorted(listed) == sorted(p.name for p in DOCS.glob("*.md"))
+    assert sorted(listed) == sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
 
 
 def test_the_readme_is_a_landing_page():
@@ -151,8 +151,8 @@ def test_the_search_index_holds_each_pasted_errors_entry(built, name, tmp_path, 
     shown as …) and holding the whole message with its placeholders."""
     whole, _, entry = pasted(name, tmp_path, capsys)
     index = json.loads((built / "search" / "search_index.json").read_text())
-    found = [d for d in index["docs"] if d["location"] == f"troubleshooting/#{entry.id}"]
-    assert len(found) == 1, f"no section at troubleshooting/#{entry.id}"
+    found = [d for d in index["docs"] if d["location"] == f"troubleshooting/{entry.group}/#{entry.id}"]
+    assert len(found) == 1, f"no section at troubleshooting/{entry.group}/#{entry.id}"
     title, text = (html.unescape(re.sub(r"<[^>]+>", "", found[0][k])) for k in ("title", "text"))
     assert title == entry.title and entry.message.strip() in text
     fixed = {w for part in entry.fixed for w in re.findall(r"[a-z0-9]+", part.lower())}
@@ -177,7 +177,7 @@ def test_site_search_ranks_the_entry_first_for_each_pasted_error(built, tmp_path
                         str(DOCS / "javascripts" / "search-paste.js")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     tops = json.loads(r.stdout.strip().splitlines()[-1])
-    want = [f"troubleshooting/#{entry.id}" for _, _, entry in cases for _ in (0, 1)]
+    want = [f"troubleshooting/{entry.group}/#{entry.id}" for _, _, entry in cases for _ in (0, 1)]
     assert [t[0] if t else None for t in tops] == want, list(zip(queries, tops))
 
 

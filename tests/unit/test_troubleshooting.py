@@ -130,8 +130,10 @@ def test_each_entry_has_its_own_anchor_that_survives_a_regeneration(entries, cau
     reworded = {**entries, (module, key): ts.Entry(e.module, e.cls, e.parts + ("!",), e.lines, e.wraps)}
     before = next(i.id for i in built if e in i.sites)
     assert before not in {i.id for i in ts.items(reworded, causes) if i.sites[0].module == module}
-    page = ts.PAGE.read_text(encoding="utf-8")
-    assert sorted(re.findall(r"^### .* \{#([a-z0-9-]+)\}$", page, re.M)) == sorted(ids)
+    pages = "".join(p.read_text(encoding="utf-8") for p in sorted(ts.PAGES.glob("*.md")))
+    assert sorted(re.findall(r'^<a id="([a-z0-9-]+)"></a>\n\n## ', pages, re.M)) == sorted(ids)
+    index = ts.PAGE.read_text(encoding="utf-8")  # a link from before the split lands on the entry's line there
+    assert sorted(re.findall(r'^- <a id="([a-z0-9-]+)"></a>\[', index, re.M)) == sorted(ids)
 
 
 def test_one_entry_per_message_and_none_only_placeholders(built):
@@ -148,11 +150,14 @@ def test_one_entry_per_message_and_none_only_placeholders(built):
     assert len(typo.causes) == 3  # one per distinct cause: a thresholds entry, its provenance, a hardware profile
     only = [i for i in built if i.placeholder_only]
     assert only and all(i.title != i.message and len(re.findall(r"[A-Za-z]{3,}", i.title)) >= 3 for i in only)
-    page = ts.PAGE.read_text(encoding="utf-8")
-    for heading in re.findall(r"^#{2,3} (.*) \{#[a-z0-9-]+\}$", page, re.M):
-        assert len(re.findall(r"[A-Za-z]{2,}", re.sub(r"&lt;[^&]*&gt;", "", heading))) >= 2, heading
-    groups = re.findall(r"^## .* \{#([a-z]+[0-9]?)\}$", page, re.M)
+    pages = {p.stem: p.read_text(encoding="utf-8") for p in ts.PAGES.glob("*.md")}
+    for page in pages.values():
+        for heading in re.findall(r'^<a id="[a-z0-9-]+"></a>\n\n## (.*)$', page, re.M):
+            assert len(re.findall(r"[A-Za-z]{2,}", re.sub(r"&lt;[^&]*&gt;", "", heading))) >= 2, heading
+    groups = re.findall(r'^<a id="([a-z]+[0-9]?)"></a>\n\n## ', ts.PAGE.read_text(encoding="utf-8"), re.M)
     assert groups == [g for g in ts.GROUP_IDS if any(i.group == g for i in built)], groups
+    assert sorted(pages) == sorted(groups)  # one page per group, each holding that group's entries
+    assert all(f'<a id="{i.id}"></a>' in pages[i.group] for i in built)
 
 
 @pytest.mark.parametrize("name", FOUR)
@@ -163,7 +168,7 @@ def test_explain_finds_the_entry_of_a_real_error_whole_or_in_part(name, tmp_path
     assert tr.find(whole) == entry and tr.find(fragment) == entry
     assert main(["explain", fragment]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(entry.title + "\n") and f"docs/troubleshooting.md#{entry.id}" in out
+    assert out.startswith(entry.title + "\n") and f"docs/troubleshooting/{entry.group}.md#{entry.id}" in out
     assert f"cause: {entry.causes[0]['cause']}" in out or "cause (raised at" in out
     assert "what to do: " + entry.causes[0]["fix"] in out
 
@@ -174,13 +179,13 @@ def test_the_error_line_ends_with_its_entry(tmp_path, capsys):
     from harness.cli import main
 
     line = unknown_model(tmp_path, capsys)
-    assert line.endswith(f" (carbon-harness explain: docs/troubleshooting.md#"
+    assert line.endswith(f" (carbon-harness explain: docs/troubleshooting/models.md#"
                          f"{entry_of('harness/core/spec.py', 'unknown model <name>').id})"), line
     assert main(["cost", "--hardware", "cpu", "--bp-per-s", "1000"]) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     cost = entry_of("harness/cli.py", "has no price_per_hour")
     assert line.startswith("carbon-harness cost: error: hardware profile 'cpu' has no price_per_hour")
-    assert line.endswith(f"(carbon-harness explain: docs/troubleshooting.md#{cost.id})"), line
+    assert line.endswith(f"(carbon-harness explain: docs/troubleshooting/{cost.group}.md#{cost.id})"), line
     assert tr.find(line) == cost  # the pasted line, pointer and all
     assert tr.explain_pointer(OSError(2, "No such file or directory")).startswith(" (no entry in docs/")
     assert tr.explain_pointer("argument --out: expected one argument", quiet=True) == ""
@@ -201,6 +206,8 @@ def test_explain_takes_an_anchor_and_standard_input(monkeypatch, capsys):
 
     entry = entry_of("harness/core/spec.py", "unknown model <name>")
     assert tr.find(f"see docs/troubleshooting.md#{entry.id}") == entry and tr.find(entry.id) == entry
+    assert tr.find(f"see docs/troubleshooting/models.md#{entry.id}") == entry  # the pointer errors print
+    assert tr.find(f"https://site/troubleshooting/models/#{entry.id}") == entry  # the site's address
     monkeypatch.setattr(sys, "stdin", io.StringIO("collecting ...\nERROR: carbon-harness: unknown model 'x'; "
                                                   "known models: carbon-tiny\n"))
     assert main(["explain", "-"]) == 0

@@ -97,4 +97,4 @@ def test_error_names_the_plugin_option_not_the_builtin_one_with_the_same_value(t
     assert len(errors) == 1, r.stderr
     assert errors[0].startswith(f"ERROR: carbon-harness: pytest read the value of {option} {value} as a test path")
     message, pointer = errors[0].rsplit(" (carbon-harness explain: ", 1)  # the line ends with its entry's anchor
-    assert message.endswith(f"write {option}={value}") and pointer.startswith("docs/troubleshooting.md#")
+    assert message.endswith(f"write {option}={value}") and pointer.startswith("docs/troubleshooting/run.md#")
