@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.contract import TOLERANCES_FILE, ContractResult, judge_contract, load_tolerances
+from harness.analysis.bias import STATISTICS
 from harness.analysis.threeway import TIERS
 from harness.core.scored import ScoredToken
 from harness.core.paths import REPO_ROOT
@@ -199,11 +200,25 @@ def calibrate(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                                  if all(s["tiers"][k].get("measured") for s in ss)])
                              for k in TIERS}},
         "per_position_tie": per_position_tie(rows),
+        "signed_bias": signed_bias_record(rows),
         "margins": {r["model"] + ("" if r.get("shape", "smoke") == "smoke" else f" ({r['shape']})"):
                     margins_of(Path(r["evidence"])) for r in bf16},
         "cases": [{k: r[k] for k in ("name", "exit", "expected_exit", "wall_s")} for r in rows],
     }
     return {"calibration": record, "tolerances": tolerances_from(record)}
+
+
+def signed_bias_record(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The signed-bias t (``harness.analysis.bias``; shown beside the sigma ratio, no bound yet): the largest
+    |t| over the correct bf16 cases (the yardstick itself left out: it reads 0) and each bf16 defect's, so that
+    a bound is set only once no correct case comes near it (issue 56). Rows written before it existed: none."""
+    def largest(r: dict[str, Any]) -> float | None:
+        return max((abs(s["bias"][k]["t"]) for s in r["candidate"]["spreads"] for k in STATISTICS if s.get("bias")),
+                   default=None)
+
+    correct = [(r["name"], t) for r in _candidates(rows, "bf16", True) if (t := largest(r)) is not None]
+    return {"gated": False, "correct_bf16": _worst(correct),
+            "defects_bf16": {r["name"]: t for r in _candidates(rows, "bf16", False) if (t := largest(r)) is not None}}
 
 
 def per_position_tie(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -224,3 +224,37 @@ def test_the_signed_t_is_shown_beside_the_sigma_ratio_and_a_correct_bf16_stack_r
     scored = next(s for s in judged.spreads if s.kind == "scored")
     assert (f"| {scored.ratio:.3g} (≤1.5) | {scored.bias['top1_logprob']['t']:+.2g} / "
             f"{scored.bias['margin']['t']:+.2g} | ") in table
+
+
+def test_the_calibration_records_the_signed_t_of_correct_and_planted_bf16_cases_and_sets_no_bound(tmp_path):
+    """``contract-zoo calibrate``: the largest |t| over the correct bf16 cases (the yardstick itself left out),
+    each bf16 defect's largest, and the tolerances exactly as without it (shown, not gated)."""
+    from harness.release.zoo_report import calibrate
+
+    def zoo_row(case: str, dtype: str, t: tuple[float, float] | None, stack: str = "nxdi") -> dict:
+        spread = {"kind": "own", "ratio": 1.1, "fns_ratio": 1.1, "sigma_target": 2e-3, "target_margin_change": 8e-3,
+                  "position_ratio": 2.0, "tiers": {k: {"measured": True, "ratio": 1.1, "target": 0.01}
+                                                   for k in ("5", "50", "1000", "all")}}
+        if t is not None:
+            spread["bias"] = {k: {"t": v, "n": 48, "target": 0.0, "yardstick": 0.0}
+                              for k, v in zip(("top1_logprob", "margin"), t)}
+        correct = case.startswith("correct")
+        return {"name": f"{stack}-carbon-tiny-{case}", "stack": stack, "model": "carbon-tiny", "case": case,
+                "exit": 0 if correct else 1, "expected_exit": 0 if correct else 1, "wall_s": 1.0, "load_1m": 1.0,
+                "evidence": str(tmp_path / "none"),
+                "candidate": {"dtype": dtype, "margin_noise": 8e-3, "spreads": [spread],
+                              "padded": {"positions": 48, "ratio": 1.5}}}
+
+    rows = [zoo_row("correct-bf16", "bf16", (0.9, -1.6)), zoo_row("correct-bf16-eager", "bf16", (0.4, 0.98), "hf"),
+            zoo_row("correct-bf16", "bf16", (0.0, 0.0), "hf"),  # the yardstick itself
+            zoo_row("correct-fp32", "fp32", (5.0, 5.0)), zoo_row("softmax-bf16", "bf16", (-6.0, -2.0)),
+            zoo_row("rms-eps", "bf16", None)]
+    out = calibrate(rows)
+    record = out["calibration"]["signed_bias"]
+    assert record["gated"] is False and record["correct_bf16"] == {"max": 1.6, "case": "nxdi-carbon-tiny-correct-bf16",
+                                                                   "n": 2}
+    assert record["defects_bf16"] == {"nxdi-carbon-tiny-softmax-bf16": 6.0}
+    for r in rows:
+        for s in r["candidate"]["spreads"]:
+            s.pop("bias", None)
+    assert calibrate(rows)["tolerances"] == out["tolerances"]
