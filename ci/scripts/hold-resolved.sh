@@ -21,5 +21,6 @@ unpinned=$(sed -n 's/^# unpinned: *//p' "$constraints" | head -n 1)
 if [ -z "${unpinned// /}" ]; then exit 0; fi
 release=$(basename "$constraints" .txt)
 record="${RESOLVED:-$(cd "$(dirname "$venv")" && pwd)/resolved/$release.txt}"
-# run by path with the side's own interpreter: the set it reads is that interpreter's
-exec "$venv/bin/python" "$(cd "$(dirname "$0")/../.." && pwd)/harness/release/resolved.py" "$record" --release "$release"
+# run by path with the side's own interpreter, isolated (-I: no PYTHONPATH, no user site, not the script's folder on
+# sys.path): the set it reads is that interpreter's own
+exec "$venv/bin/python" -I "$(cd "$(dirname "$0")/../.." && pwd)/harness/release/resolved.py" "$record" --release "$release"

@@ -4,7 +4,7 @@ release held to it. Why: the 2.32+ vLLM Neuron plugin leaves its compile stack (
 fastapi and others open, so a "2.32.0" venv built next month is not the one that was qualified; a drift stops the leg
 with one line naming the package and both versions.
 
-Run by a side's own interpreter, by path (``VENV/bin/python harness/release/resolved.py RECORD --release NAME``,
+Run by a side's own interpreter, by path (``VENV/bin/python -I harness/release/resolved.py RECORD --release NAME``,
 from ci/scripts/hold-resolved.sh, which ci/scripts/sdk-venv.sh calls): stdlib only, so it needs nothing but the
 interpreter whose set it reads. It writes ``RESOLVED_FILE`` into the venv (``sys.prefix``), which the probe puts
 into the verdict (``harness.release.probe``). Exit 0 (recorded, or held with no drift), 2 (a drift, or bad input)."""

@@ -98,9 +98,9 @@ def build(venv: Path, wheels: Path, *pins: str) -> None:
                    check=True, timeout=120, capture_output=True)
 
 
-def hold(venv: Path, constraints: Path) -> subprocess.CompletedProcess:
+def hold(venv: Path, constraints: Path, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "ci/scripts/hold-resolved.sh", str(venv), str(constraints)], cwd=REPO,
-                          capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+                          capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", **env})
 
 
 def test_a_rebuild_with_one_package_at_another_version_stops_naming_it_and_both_versions(tmp_path):
@@ -153,3 +153,17 @@ def test_sdk_venv_holds_every_build_before_its_probe():
     assert text.count(call) == 1
     assert text.index('mv "$stamp.tmp" "$stamp"') < text.index(call) < text.index("-m harness.release.probe")
     assert f"\n{call}\n" in text  # at the top level (unindented), not inside the rebuild's branch
+
+
+def test_the_set_is_the_venvs_own_not_what_pythonpath_adds(tmp_path):
+    """A runner's PYTHONPATH (or user site) is not part of the venv a later build is held to."""
+    venv = tmp_path / "venvs" / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    stray = tmp_path / "stray" / "intruder-1.0.dist-info"
+    stray.mkdir(parents=True)
+    (stray / "METADATA").write_text("Metadata-Version: 2.1\nName: intruder\nVersion: 1.0\n")
+    constraints = tmp_path / "vllm-neuron-9.9.9.txt"
+    constraints.write_text("# unpinned: x\n")
+    r = hold(venv, constraints, PYTHONPATH=str(stray.parent))
+    assert r.returncode == 0, r.stderr
+    assert "intruder" not in resolved_record(venv)["resolved_set"]
