@@ -64,6 +64,7 @@ class Leg:
     scheme: str  # the core plan's: disjoint, exclusive or sequential
     perf: bool = True
     conformance: bool = True
+    min_pairs: int = 4  # the design's first look: fewer rounds than this are a fixed count (--rounds K)
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,9 @@ def refusal(leg: Leg, costs: Costs, timeout_min: float) -> str | None:
     fitting = [k for k in range(leg.max_pairs - 1, 2, -1)
                if estimate(replace(leg, max_pairs=k), costs).total_s <= timeout_min * 60]
     if leg.perf and fitting:
-        changes.append(f"fewer rounds: --max-rounds {fitting[0]} (MAX_ROUNDS={fitting[0]}) fits, "
-                       f"{estimate(replace(leg, max_pairs=fitting[0]), costs).total_s / 60:.0f} min")
+        k = fitting[0]
+        option = f"--max-rounds {k} (MAX_ROUNDS={k})" if k >= leg.min_pairs else f"--rounds {k} (ROUNDS={k})"
+        changes.append(f"fewer rounds: {option} fits, {estimate(replace(leg, max_pairs=k), costs).total_s / 60:.0f} min")
     if leg.scheme == "exclusive":
         disjoint = estimate(replace(leg, scheme="disjoint"), costs)
         fits = "fits" if disjoint.total_s <= timeout_min * 60 else "does not fit either"
@@ -164,4 +166,4 @@ def leg_of(plan) -> Leg:  # noqa: ANN001  (harness.release.plan.CheckPlan: not i
     sides = tuple("process" if side.backend != "openai" else "endpoint" if side.endpoint and not side.started
                   else "server" for side in (plan.baseline, plan.candidate))
     return Leg(tuple(plan.models), tuple(plan.shapes), plan.design.max_pairs, plan.runs, sides,  # type: ignore[arg-type]
-               scheme, plan.perf, plan.conformance)
+               scheme, plan.perf, plan.conformance, plan.design.min_pairs)

@@ -119,8 +119,8 @@ def vllm_pair(tmp_path, max_pairs: int) -> CheckPlan:
 def test_release_check_refuses_the_plan_before_anything_starts(tmp_path):
     script = str(REPO / "ci" / "scripts" / "vllm-serve.sh")
     argv = ("--baseline-serve-script", script, "--candidate-serve-script", script, "--neuron-instance",
-            "trn2.3xlarge", "--leg-timeout", "60")
-    with pytest.raises(ReleaseCheckError, match=r"^--leg-timeout 60: this plan needs about \d+ min .* --max-rounds"):
+            "trn2.3xlarge", "--leg-timeout", "120")
+    with pytest.raises(ReleaseCheckError, match=r"^--leg-timeout 120: this plan needs about \d+ min .* --max-rounds \d+"):
         with_device_options(options(*argv), vllm_pair(tmp_path, 16), {})
     plan = with_device_options(options(*argv[:-1], "100000"), vllm_pair(tmp_path, 16), {})
     assert plan.core_plan.exclusive  # fits: planned as before
@@ -143,3 +143,13 @@ def test_a_plan_that_fits_says_its_estimate(tmp_path, capsys):
     line, = capsys.readouterr().err.strip().splitlines()
     assert re.fullmatch(r"release-check: this plan needs about \d+ min \(2 weight loads .*\) at 16 pairs, within "
                         r"the leg's 240 min", line), line
+
+
+def test_rounds_below_the_first_look_are_offered_as_a_fixed_count():
+    """--max-rounds below --min-rounds is refused by release-check: a count below the first look is --rounds K."""
+    leg = replace(VLLM_PAIR, min_pairs=10)
+    at = {k: estimate(replace(leg, max_pairs=k), COSTS).total_s / 60 for k in (5, 6)}
+    line = refusal(leg, COSTS, (at[5] + at[6]) / 2)
+    assert "--rounds 5 (ROUNDS=5) fits" in line and "--max-rounds" not in line
+    line = refusal(replace(leg, min_pairs=4), COSTS, (at[5] + at[6]) / 2)
+    assert "--max-rounds 5 (MAX_ROUNDS=5) fits" in line
