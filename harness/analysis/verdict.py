@@ -83,6 +83,13 @@ class Verdict:
         """Likely slowdowns the verdict did not fail on (with ``fail_on_likely`` they are reasons)."""
         return [] if self.fail_on_likely else [w.describe() for w in self.likely]
 
+    @property
+    def legs(self) -> list[str]:
+        """What an output contract judged in a leg other than fp32 cannot exclude (the candidate's dtype is the
+        leg: ``harness.analysis.contract_notes``), said beside the verdict's word."""
+        dtypes = {s.dtype for c in self.contract.values() for s in c.sides if s.who == "candidate"} - {"fp32"}
+        return [f"{d} leg only: defects below {d} rounding not excluded" for d in sorted(dtypes)]
+
     def summary(self) -> str:
         """The verdict in one line: the word and why (the first reason, the open figures, the warnings)."""
         if self.reasons:
@@ -92,11 +99,12 @@ class Verdict:
         if self.open:
             return (f"INCONCLUSIVE: {len(self.open)} gated figure(s) still open at {self.design.max_pairs} pairs: "
                     + ", ".join(o.key for o in self.open) + warned)
-        return "PASS" + warned
+        return "PASS" + (f" ({'; '.join(self.legs)})" if self.legs else "") + warned
 
     def to_dict(self) -> dict[str, Any]:
         d = self.design
         return {"schema": VERDICT_SCHEMA, "verdict": self.word, "reasons": self.reasons, "warnings": self.warnings,
+                "contract_legs": self.legs,
                 "inconclusive": [o.to_dict() for o in self.open], "fail_on_likely": self.fail_on_likely,
                 "mode": self.mode,
                 "rounds": self.rounds, "confidence": self.confidence, "tolerance": self.tolerance,
@@ -111,7 +119,8 @@ class Verdict:
 
     def markdown(self) -> str:
         lines = [f"**Warning: {w}**" for w in self.warnings] + ([""] if self.warnings else [])
-        lines += [f"## Release check: {self.word}", ""]
+        lines += [f"## Release check: {self.word}", ""] + [f"Output contract: {leg}." for leg in self.legs]
+        lines += [""] if self.legs else []
         base, cand = self.sides.get("baseline", {}), self.sides.get("candidate", {})
         lines += ["| | baseline | candidate |", "|---|---|---|"]
         for key in sorted(set(base.get("versions", {})) | set(cand.get("versions", {}))):

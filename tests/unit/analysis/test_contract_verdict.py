@@ -6,6 +6,8 @@ changed in a copy only, and small hand-built rows."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from harness.analysis.contract import legs_note
@@ -258,3 +260,26 @@ def test_the_calibration_records_the_signed_t_of_correct_and_planted_bf16_cases_
         for s in r["candidate"]["spreads"]:
             s.pop("bias", None)
     assert calibrate(rows)["tolerances"] == out["tolerances"]
+
+
+@pytest.mark.parametrize("candidate, says", [("bf16", True), ("fp32", False)])
+def test_a_bf16_candidates_pass_says_bf16_leg_only_in_its_summary_and_above_the_verdict(candidate, says):
+    """The release verdict's own PASS line (the one release-check prints) and its markdown say so, not only the
+    contract's notes: a PASS whose contract judged the candidate in bf16 cannot exclude a defect below bf16
+    rounding. An fp32 candidate's PASS is the fp32 leg: nothing to add."""
+    from harness.analysis.contract import judge_contract, load_tolerances
+    from harness.analysis.pairing import SideReport
+    from harness.analysis.verdict import decide
+
+    side, ref, yard = _fixture("side"), _fixture("reference"), _fixture("yardstick")
+    side["dtype"] = candidate
+    tolerances = load_tolerances()
+    tolerances["fp32"] = tolerances["bf16"]  # the bf16 fixture, labelled fp32: judged as it would pass
+    contract = judge_contract({"candidate": side}, {"candidate": {"reference": ref, "yardstick": yard}}, tolerances)
+    assert contract.reasons == []
+    verdict = decide(SideReport("baseline"), SideReport("candidate"), contract={"carbon-tiny/smoke": contract})
+    caveat = "bf16 leg only: defects below bf16 rounding not excluded"
+    assert verdict.word == "PASS"
+    assert (verdict.summary() == f"PASS ({caveat})") is says and (verdict.summary() == "PASS") is not says
+    head = verdict.markdown().split("### ", 1)[0]
+    assert (caveat in head) is says and (caveat in json.dumps(verdict.to_dict())) is says
