@@ -34,6 +34,25 @@ SECRET_VALUE = re.compile(r"[A-Za-z0-9_\-]{32,}")
 NEURON_DRIVER = Path("/sys/module/neuron/version")
 
 
+def env_pairs(entries: Mapping[str, str] | Iterable[Any]) -> tuple[tuple[str, str], ...]:
+    """A side's own variables as ``(NAME, VALUE)`` pairs, from a mapping, pairs or ``NAME=VALUE`` strings (as
+    ``--baseline-env`` and a shell write them). ``dict()`` of a ``NAME=VALUE`` string fails on its length
+    ("dictionary update sequence element #0 has length 55; 2 is required": the length of
+    ``PYTHONPATH=/work/main/tests/stand_ins/vllm_neuron_2_32``); an entry that is neither is refused, named."""
+    out = []
+    for entry in entries.items() if isinstance(entries, Mapping) else entries:
+        if isinstance(entry, str):
+            name, sep, value = entry.partition("=")
+        elif isinstance(entry, (tuple, list)) and len(entry) == 2 and all(isinstance(x, str) for x in entry):
+            (name, value), sep = entry, "="
+        else:
+            name, sep, value = "", "", ""
+        if not sep or not name:
+            raise ValueError(f"environment entry {entry!r}: give NAME=VALUE or a (NAME, VALUE) pair")
+        out.append((name, value))
+    return tuple(out)
+
+
 def redacted(name: str, value: str) -> str:
     return "<set>" if SECRET_NAME.search(name) or SECRET_VALUE.fullmatch(value) else value
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core.process_environment import env_pairs
 from harness.core.sequential import Design
 from harness.release.children import child_env
 
@@ -36,6 +37,9 @@ class Side:
     cores: str | None = None  # NEURON_RT_VISIBLE_CORES of this side's device processes (harness.release.cores)
     serve_script: str | None = None  # an openai side's server started through this script (ci/scripts/vllm-serve.sh)
     image: str | None = None  # this side's processes run in this container image (harness.release.images)
+
+    def __post_init__(self) -> None:  # NAME=VALUE strings as pairs: every dict(side.env) then holds (issue 57)
+        object.__setattr__(self, "env", env_pairs(self.env))
 
     def label(self) -> str:
         if self.backend == "openai":

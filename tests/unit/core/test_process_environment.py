@@ -87,3 +87,32 @@ def test_a_start_hook_of_either_kind_shows_as_a_difference_in_process(tmp_path, 
     file.write_text("X = 3  # the same path, other contents\n")
     rewritten = record({hook: SimpleNamespace(__file__=str(file))})
     assert [key for key, _, _ in differences(planted, rewritten)] == [f"hook {hook}"]
+
+
+# issue 57: the length-55 error. A served release check stopped, after its verdict, on "dictionary update sequence
+# element #0 has length 55; 2 is required": the length of the baseline's --baseline-env as one string, PYTHONPATH= and
+# the 2.32+ plugin's stand-in in the checkout it ran in (54 at /work/main; 55 at /check/main).
+BASELINE_ENV = "PYTHONPATH=/check/main/tests/stand_ins/vllm_neuron_2_32"
+
+
+def test_a_name_value_string_is_what_dict_refuses_with_length_55():
+    assert len(BASELINE_ENV) == 55
+    with pytest.raises(ValueError, match="dictionary update sequence element #0 has length 55; 2 is required"):
+        dict((BASELINE_ENV,))
+
+
+@pytest.mark.parametrize("entries", [(BASELINE_ENV,), [BASELINE_ENV], (("PYTHONPATH", BASELINE_ENV[11:]),),
+                                     {"PYTHONPATH": BASELINE_ENV[11:]}, [["PYTHONPATH", BASELINE_ENV[11:]]]])
+def test_a_sides_variables_are_pairs_whichever_way_they_are_written(entries):
+    from harness.core.process_environment import env_pairs
+
+    assert env_pairs(entries) == (("PYTHONPATH", "/check/main/tests/stand_ins/vllm_neuron_2_32"),)
+    assert env_pairs(("A=b=c", "EMPTY=")) == (("A", "b=c"), ("EMPTY", ""))  # the first '=' splits
+
+
+@pytest.mark.parametrize("bad", ["PYTHONPATH", "=x", ("A",), ("A", "b", "c"), ("A", 1), 7])
+def test_an_entry_that_is_no_variable_is_refused_naming_it(bad):
+    from harness.core.process_environment import env_pairs
+
+    with pytest.raises(ValueError, match=r"environment entry .*: give NAME=VALUE or a \(NAME, VALUE\) pair"):
+        env_pairs([bad])
