@@ -113,6 +113,17 @@ def plugin_description(package: Path) -> str:
     return f"plugin vllm_neuron {found}{dist} at {package}"
 
 
+def is_2_32(package: Path, version: str | None) -> bool:
+    """Whether the plugin at ``package`` is the 2.32+ generation: its platform class's variable (or release's,
+    ``harness.core.neuron_visibility``), else, where neither can be read (a tree of the fork's deciding modules,
+    without its platform file), its layout: 2.32+ keeps its vLLM integration under ``vllm_neuron/vllm/``."""
+    from harness.core.neuron_visibility import PLATFORM_FILES, VISIBLE_DEVICES, plugin_visibility
+
+    if version is None and not any((package / f).is_file() for f in PLATFORM_FILES):
+        return (package / "vllm").is_dir()
+    return plugin_visibility(package, version).variable == VISIBLE_DEVICES
+
+
 def visible_cores(environ: Mapping[str, str], ranks: int) -> list[int]:
     """Each local rank's core: NEURON_VISIBLE_DEVICES (``parse_range_list``), else 0..ranks-1, as the
     worker takes them."""
@@ -153,11 +164,11 @@ def preflight(args: Sequence[str], environ: Mapping[str, str], package: Path | N
               host_root: Path = Path("/")) -> Verdict:
     """The start rules on a server's arguments (``args``: what follows the interpreter, or ``ServeCommand.args``)
     and environment, by the plugin at ``package`` where its files allow, else by the harness's rules."""
-    from harness.core.neuron_visibility import VISIBLE_DEVICES, plugin_version, plugin_visibility
+    from harness.core.neuron_visibility import plugin_version
 
     settings = rules.engine_settings(args)
     ran = plugin_description(package) if package else NO_PLUGIN
-    if package is not None and plugin_visibility(package, plugin_version()).variable != VISIBLE_DEVICES:
+    if package is not None and not is_2_32(package, plugin_version()):
         return Verdict(f"{ran}: the NxDI-based plugin, whose start rules are not the 2.32+ plugin's (none run)")
     modules = {name: load_pure(package / rel, name) for name, rel in PLUGIN_FILES.items()} if package else {}
     by_harness = [name for name in PLUGIN_FILES if package and modules.get(name) is None]
