@@ -71,6 +71,7 @@ def read_back(who: str, server: Any, planned: str | None, neuron_ls: Path | None
         records.append({"who": who, "pid": member, "variable": variable, VISIBLE_CORES: environ.get(VISIBLE_CORES),
                         "cores": value, "planned": planned, "chosen_by": environ.get(CHOSEN_SOURCE),
                         "skip_efa_affinity": environ.get("NEURON_SKIP_EFA_AFFINITY"),  # harness.core.neuron_efa
+                        "preflight": environ.get("CARBON_VLLM_NEURON_PREFLIGHT"),  # which start rules ran before it
                         "libnrt": process_libnrt(member).get("loaded")})
         if problem:
             server.stop()
