@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.spec import get_shape
-from harness.core.vllm_neuron import serve_command
+from harness.core.vllm_neuron import serve_command, with_efa
 from harness.core.vllm_neuron_preflight import (
     NO_PLUGIN,
     PREFLIGHT_VARIABLE,
@@ -155,9 +155,10 @@ def test_the_preflight_stops_a_refused_server_against_the_installed_stand_in():
                    "are the ones the plugin refuses until engineer A's change lands (then this passes: remove the mark)")
 @pytest.mark.parametrize("shape", ["smoke", "report-bs1", "contract-long"])
 def test_the_preflight_passes_the_servers_the_harness_builds(shape):
-    """Each default shape's contract server and timed server, with the environment ``vllm-serve`` gives it."""
+    """Each default shape's contract server and timed server, with the environment ``vllm-serve`` gives it (its
+    EFA variable read from this host, which has none)."""
     for logprobs in (None, 0):
-        command = serve_command("/m", get_shape(shape), logprobs=logprobs, stack="t")
+        command, _ = with_efa(serve_command("/m", get_shape(shape), logprobs=logprobs, stack="t"))
         verdict = preflight(command.args, command.env, PACKAGE)
         assert verdict.passed, (shape, logprobs, verdict.line())
 
