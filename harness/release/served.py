@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.carbon.checkpoint import cached_checkpoint
+from harness.core.log_causes import missing_checkpoint_message
 from harness.core.ports import free_port
 from harness.core.vllm_neuron import DEVICE_DTYPES
 from harness.core.spec import MODELS
@@ -41,6 +42,8 @@ def served_checkpoint(models: tuple[str, ...], model_root: Path | None, cache_di
         return Path(model).expanduser().resolve()
     if model_root is not None and model in MODELS and (model_root / MODELS[model].hf_name).is_dir():
         return (model_root / MODELS[model].hf_name).resolve()  # as --carbon-model-root finds it
+    if model_root is not None and model in MODELS:
+        raise ReleaseCheckError(missing_checkpoint_message(model_root, model, MODELS[model].hf_name))
     if model_root is not None:
         raise ReleaseCheckError(f"a served side started by the check serves --model PATH (the checkpoint directory); "
                                 f"with --model-root give --model {model_root}/<checkpoint> instead of {model!r}")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.carbon.qwen3 import builtin_tokenizer_dir
+from harness.core.log_causes import missing_module_note
 from harness.core.ports import free_port
 from harness.core.storage import build_once
 from harness.core.vllm_neuron import DTYPES
@@ -239,7 +240,7 @@ class VLLMServer:
     def died(self) -> ServerError:
         code = self.proc.returncode if self.proc else None
         return ServerError(f"vLLM server exited with code {code} before it was ready; last lines of "
-                           f"{self.log_path}:\n{log_tail(self.log_path)}")
+                           f"{self.log_path}:\n{log_tail(self.log_path)}{missing_module_note(self.log_path, self.python)}")
 
     def wait_ready(self, timeout_s: float = 300.0, progress: Callable[[str], None] | None = None) -> "VLLMServer":
         """Poll ``/v1/models`` until it lists the served model. Fails at once, the process group stopped,
