@@ -406,7 +406,9 @@ class Item:
 
     @property
     def message(self) -> str:
-        return self.sites[0].pattern
+        """The message as a user reads it: a value's placeholder named by its last part (``<log_path>``, not the
+        code's ``<self.log_path>``); the causes file keys on the code's names (``Entry.key``)."""
+        return re.sub(r"<(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)>", r"<\1>", self.sites[0].pattern)
 
     @property
     def wraps(self) -> bool:

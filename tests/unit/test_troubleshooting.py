@@ -282,3 +282,10 @@ def test_every_command_a_fix_names_is_one_the_cli_has(causes):
                     for text in (entry.get("cause") or "", entry.get("fix") or "")
                     for name in re.findall(r"`carbon-harness ([a-z][a-z-]*)", text) if name not in known})
     assert not wrong, wrong
+
+
+def test_a_placeholder_reads_as_a_name_not_as_code(built):
+    """``<self.log_path>`` showed in a message: a value is named by its last part, ``<log_path>``."""
+    assert not [i.message for i in built if re.search(r"<\w+\.", i.message)]
+    died = next(i for i in built if i.fixed[0].startswith("vLLM server exited with code "))
+    assert "last lines of <log_path>:" in died.message and "<self.log_path>" in died.sites[0].key
