@@ -225,7 +225,7 @@ def test_a_wrapper_is_found_only_where_nothing_more_specific_is(capsys):
     assert line.startswith("carbon-harness plan: error: argument --shape:"), line
     assert tr.find(line) == entry_of("harness/core/spec.py", "unknown shape <name>")
     assert tr.find("carbon-harness cost: error: something no entry says") == entry_of(
-        "harness/cli.py", "carbon-harness <args.command>: error:")
+        "harness/cli.py", "carbon-harness <command>: error:")
 
 
 # flags of other tools that a fix may name: pytest's, pytest-benchmark's, vLLM's, neuron-ls's; --opt: the
