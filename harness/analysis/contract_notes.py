@@ -6,6 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 
+def leg_caveat(leg: str) -> str | None:
+    """What a contract judged in ``leg`` (the candidate's dtype) cannot exclude; None for the fp32 leg. A server
+    of unstated dtype is judged as bf16 (its criterion's ``same_as``), so its leg is bf16's."""
+    if leg == "fp32":
+        return None
+    rounding = "bf16" if leg == "server" else leg
+    return f"{leg} leg only: defects below {rounding} rounding not excluded"
+
+
 def legs_note(dtypes: Mapping[str, str]) -> list[str]:
     """Which leg the contract ran, and what a leg that did not run would add. The leg is the candidate's dtype
     (the side the check judges): an fp32 baseline beside a bf16 candidate is no fp32 leg, for the candidate is
@@ -17,7 +26,7 @@ def legs_note(dtypes: Mapping[str, str]) -> list[str]:
                                       next((d for d in dtypes.values() if d != "fp32"), "?"))
     if leg == "fp32":
         return [f"contract legs: {ran}; the fp32 leg holds each side to fp32's spread between correct stacks"]
-    return [f"contract legs: {ran}; {leg} leg only: defects below {leg} rounding not excluded (no fp32 leg ran: "
+    return [f"contract legs: {ran}; {leg_caveat(leg)} (no fp32 leg ran: "
             "a defect below bf16 rounding cannot show here; run the check again with --dtype fp32 where the stack "
             "offers fp32: transformers, NxDI's CPU mode, vLLM's CPU build, a small device shape)"]
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from harness.analysis.compare import Tolerances
 from harness.analysis.contract import ContractResult
+from harness.analysis.contract_notes import leg_caveat
 from harness.analysis.pairing import FigureChange, Pairing, SideReport, fmt_value, pair_rounds
 from harness.analysis.results import CaseOutcome
 from harness.analysis.stacks import StackPair, drift
@@ -87,8 +88,8 @@ class Verdict:
     def legs(self) -> list[str]:
         """What an output contract judged in a leg other than fp32 cannot exclude (the candidate's dtype is the
         leg: ``harness.analysis.contract_notes``), said beside the verdict's word."""
-        dtypes = {s.dtype for c in self.contract.values() for s in c.sides if s.who == "candidate"} - {"fp32"}
-        return [f"{d} leg only: defects below {d} rounding not excluded" for d in sorted(dtypes)]
+        dtypes = {s.dtype for c in self.contract.values() for s in c.sides if s.who == "candidate"}
+        return [caveat for d in sorted(dtypes) if (caveat := leg_caveat(d))]
 
     def summary(self) -> str:
         """The verdict in one line: the word and why (the first reason, the open figures, the warnings)."""

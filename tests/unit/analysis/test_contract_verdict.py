@@ -283,3 +283,8 @@ def test_a_bf16_candidates_pass_says_bf16_leg_only_in_its_summary_and_above_the_
     assert (verdict.summary() == f"PASS ({caveat})") is says and (verdict.summary() == "PASS") is not says
     head = verdict.markdown().split("### ", 1)[0]
     assert (caveat in head) is says and (caveat in json.dumps(verdict.to_dict())) is says
+
+
+def test_a_server_of_unstated_dtype_is_judged_as_bf16_and_its_leg_says_so():
+    [note] = legs_note({"baseline": "fp32", "candidate": "server"})
+    assert "server leg only: defects below bf16 rounding not excluded" in note and "no fp32 leg ran" in note
