@@ -6,11 +6,16 @@ changed in a copy only, and small hand-built rows."""
 
 from __future__ import annotations
 
+import copy
 import json
+from dataclasses import replace
 
 import pytest
 
-from harness.analysis.contract import legs_note
+from harness.analysis.contract import judge_contract, judge_side, legs_note, load_tolerances
+from harness.analysis.threeway import Aligned, Criterion, spread
+from harness.core.paths import REPO_ROOT
+from harness.core.scored import ScoredToken
 
 pytestmark = pytest.mark.unit
 
@@ -34,12 +39,6 @@ def test_an_fp32_candidate_is_the_fp32_leg():
 def test_without_a_candidate_the_leg_is_fp32_only_where_every_side_ran_fp32():
     assert "the fp32 leg holds" in legs_note({"baseline": "fp32"})[0]
     assert "no fp32 leg ran" in legs_note({"baseline": "bf16"})[0]
-
-
-from dataclasses import replace  # noqa: E402
-
-from harness.analysis.threeway import Aligned, Criterion, spread  # noqa: E402
-from harness.core.scored import ScoredToken  # noqa: E402
 
 CRIT = Criterion("bf16", sigma_ratio=1.5, tier_factor={"5": 1.9, "50": 2.2, "1000": 2.0, "all": 1.8},
                  tie_factor=8.0, fns_sigma_ratio=1.5, sigma_floor=1e-4, abs_floor=1e-4, margin_floor=1e-4,
@@ -111,11 +110,6 @@ def test_the_fns_finding_at_one_position_is_held_to_the_yardstick_there_where_it
 def test_every_verdict_states_the_largest_position_its_shapes_covered_and_what_lies_past_it():
     """The smoke shape's sequences are 47 tokens long: position 46 is the last any row scored, and the verdict
     says a defect acting only past it cannot show; the figure follows the side's rows."""
-    import json
-
-    from harness.analysis.contract import judge_contract, load_tolerances
-    from harness.core.paths import REPO_ROOT
-
     side, ref, yard = (json.loads((REPO_ROOT / "fixtures" / "contract" / f"threeway-{n}.json").read_text())
                        for n in ("side", "reference", "yardstick"))
     last = max(s["from"] + len(s["rows"]) - 1 for p in side["prompts"] for s in p["sequences"].values())
@@ -135,10 +129,6 @@ def test_every_verdict_states_the_largest_position_its_shapes_covered_and_what_l
 
 
 def _fixture(name: str) -> dict:
-    import json
-
-    from harness.core.paths import REPO_ROOT
-
     return json.loads((REPO_ROOT / "fixtures" / "contract" / f"threeway-{name}.json").read_text())
 
 
@@ -155,10 +145,6 @@ def test_a_greedy_divergence_is_held_to_the_near_tie_allowance_at_its_own_positi
     """Under fp32's criterion (tie_position_factor 1.2), with NxDI's bf16 yardstick beside the reference: a
     divergence where the reference's margin is inside the global allowance but beyond 1.2x the yardstick's move
     there fails, naming both allowances; one whose margin is within the allowance there is excused."""
-    import copy
-
-    from harness.analysis.contract import judge_side, load_tolerances
-
     side, ref, yard = _fixture("side"), _fixture("reference"), _fixture("yardstick")
     crit = load_tolerances()["fp32"]
     tie = judge_side("candidate", side, ref, yard, crit).tie_allowance
@@ -172,7 +158,8 @@ def test_a_greedy_divergence_is_held_to_the_near_tie_allowance_at_its_own_positi
         changed = copy.deepcopy(side)
         greedy = changed["prompts"][i]["greedy"]
         greedy[k:] = [ref["prompts"][i]["greedy"][k] + 1] + [0] * (len(greedy) - k - 1)
-        found = [f for f in judge_side("candidate", changed, ref, yard, crit).findings if f.criterion == "greedy tokens"]
+        judged = judge_side("candidate", changed, ref, yard, crit)
+        found = [f for f in judged.findings if f.criterion == "greedy tokens"]
         start = len(side["prompts"][i]["prompt_ids"])
         assert [(f.prompt, f.position) for f in found] == ([(side["prompts"][i]["name"], start + k)] if fails else [])
         if fails:
@@ -212,8 +199,6 @@ def test_the_signed_t_is_shown_beside_the_sigma_ratio_and_a_correct_bf16_stack_r
     """NxDI 0.9's CPU mode in bf16, correct (the fixture): its signed t per sequence kind is within +-2 (measured
     0.97 / 0.55 scored, 0.53 / 0.23 own, 1.3 / 1.65 cut), where the planted bf16-only defects of issue 56 read
     -3.3 to -6.0; the table shows it after the sigma ratio, and no finding follows from it."""
-    from harness.analysis.contract import judge_contract, load_tolerances
-
     side, ref, yard = _fixture("side"), _fixture("reference"), _fixture("yardstick")
     result = judge_contract({"candidate": side}, {"candidate": {"reference": ref, "yardstick": yard}},
                             load_tolerances())
@@ -267,7 +252,6 @@ def test_a_bf16_candidates_pass_says_bf16_leg_only_in_its_summary_and_above_the_
     """The release verdict's own PASS line (the one release-check prints) and its markdown say so, not only the
     contract's notes: a PASS whose contract judged the candidate in bf16 cannot exclude a defect below bf16
     rounding. An fp32 candidate's PASS is the fp32 leg: nothing to add."""
-    from harness.analysis.contract import judge_contract, load_tolerances
     from harness.analysis.pairing import SideReport
     from harness.analysis.verdict import decide
 
