@@ -233,3 +233,15 @@ def release_extended(session: nox.Session) -> None:
         side_env(session, "trn2-stack", f"import transformers as t; assert t.__version__.startswith('4.57.'); "
                  f"{harness_here()}", ("transformers==4.57.*", "scipy"))
         session.run("pytest", "-m", "extended", "tests/docs", "--durations=10")
+
+
+@nox.session(name="mutation")
+def mutation(session: nox.Session) -> None:
+    """Generated mutants (issue 57): mutmut 3.x over the modules whose decisions a user trusts, one at a time in
+    a scratch copy, each with its fast unit tests; writes ``.nox/mutation/mutation.md`` (kill rate per module,
+    each survivor's diff; survivors marked in ``tests/mutation/equivalent.toml`` left out with their reason).
+    CPU-heavy (a minute to several per module on 2 cores): not CI, not in ``nox``'s default list. Posargs go to
+    ``python -m tests.mutation.generated`` (``--module harness/core/stats.py`` for one)."""
+    install_harness(session)
+    session.install("mutmut>=3.8,<4")
+    session.run("nice", "-n", "19", "python", "-m", "tests.mutation.generated", *session.posargs, external=True)

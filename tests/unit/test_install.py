@@ -139,7 +139,7 @@ def nox_sessions() -> dict[str, Any]:
     return registered_sessions()
 
 
-@pytest.mark.parametrize("name", ["trn2-stack", "latest", "serving", "release-check"])
+@pytest.mark.parametrize("name", ["trn2-stack", "latest", "serving", "release-check", "mutation"])
 def test_each_nox_session_takes_torch_from_the_cpu_index_first(name, tmp_path, monkeypatch):
     monkeypatch.setenv("CARBON_NXDI_SOURCE", str(tmp_path))  # a source without releases/: every path runs
     sessions = nox_sessions()
