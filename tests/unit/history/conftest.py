@@ -1,0 +1,90 @@
+"""The history's stores: a SQLite file, and a real PostgreSQL server that the suite starts from the
+system's binaries (initdb, pg_ctl) in a temporary directory on loopback, at a free port, stopped when
+the session ends. Every store test runs against both."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("sqlalchemy", reason="the history store needs SQLAlchemy: pip install -e '.[history]'")
+pytest.importorskip("alembic", reason="the history store needs Alembic: pip install -e '.[history]'")
+pytest.importorskip("otava", reason="history changes need Apache Otava: pip install --no-deps apache-otava==0.8.0")
+
+from harness.core.ports import free_port  # noqa: E402
+
+PG_BINARIES = ("initdb", "pg_ctl", "postgres")
+NOBODY = 65534  # initdb refuses to run as root: the server runs as nobody there
+
+
+def pg_command(args: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return args
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *args]
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory):
+    """``postgresql+psycopg://carbon@127.0.0.1:PORT`` (trust auth on loopback only)."""
+    missing = [b for b in PG_BINARIES if shutil.which(b) is None]
+    if missing:
+        pytest.skip(f"no {', '.join(missing)} on PATH: apt-get install postgresql (and put its bin/ on PATH) to run "
+                    "the history tests against PostgreSQL")
+    pytest.importorskip("psycopg", reason="PostgreSQL needs psycopg: pip install -e '.[history]'")
+    # not under pytest's basetemp: as root that is private to root, and the server runs as nobody
+    base = Path(tempfile.mkdtemp(prefix="carbon-history-pg-"))
+    if os.geteuid() == 0:
+        os.chown(base, NOBODY, NOBODY)
+    data, port = base / "data", free_port()
+
+    def run(args: list[str], timeout: int) -> None:
+        done = subprocess.run(pg_command(args), capture_output=True, text=True, timeout=timeout)
+        if done.returncode:
+            raise RuntimeError(f"{' '.join(args)} exited {done.returncode}: {done.stderr.strip() or done.stdout.strip()}")
+
+    try:
+        run(["initdb", "-D", str(data), "-U", "carbon", "--auth=trust", "-E", "UTF8", "--no-sync"], 120)
+        run(["pg_ctl", "-D", str(data), "-l", str(base / "server.log"), "-w", "-t", "60", "-o",
+             f"-h 127.0.0.1 -p {port} -k {base} -F", "start"], 90)
+        try:
+            yield f"postgresql+psycopg://carbon@127.0.0.1:{port}"
+        finally:
+            run(["pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop"], 60)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+_databases = itertools.count()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    """A fresh, empty store: a SQLite file, or a new database on the suite's PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'history.sqlite'}"
+    import sqlalchemy as sa
+
+    server = request.getfixturevalue("postgres_server")
+    name = f"history_{os.getpid()}_{next(_databases)}"
+    engine = sa.create_engine(f"{server}/postgres", isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return f"{server}/{name}"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'history.sqlite'}"
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
