@@ -137,3 +137,79 @@ def test_a_platform_file_that_declares_nothing_defers_to_the_next(tmp_path):
     plugin(tmp_path, "platform.py", PLATFORM_0_2)
     chosen = plugin_visibility(package, "0.29.0.1.2.0")  # a release that would say the other
     assert chosen.variable == RT_VISIBLE_CORES and chosen.source.startswith(str(package / "platform.py"))
+
+
+# survivors of the generated mutants (nox -s mutation), each pinned
+def test_the_attribute_is_found_among_a_classs_docstring_methods_and_chained_assignments():
+    source = ('class NeuronPlatform(Platform):\n    """The platform."""\n    a = b = "NEURON_RT_VISIBLE_CORES"\n'
+              '    def name(self):\n        return "neuron"\n    device_control_env_var = "NEURON_VISIBLE_DEVICES"\n')
+    assert declared_variable(source) == VISIBLE_DEVICES
+    assert declared_variable('class P:\n    device_control_env_var = other = "NEURON_VISIBLE_DEVICES"\n') is None
+
+
+def test_the_chosen_variable_is_read_only_where_the_process_has_it():
+    """A worker whose environment names a chosen variable it lacks runs with the one it has."""
+    assert given_cores({CHOSEN_VARIABLE: VISIBLE_DEVICES, RT_VISIBLE_CORES: "3"}) == (RT_VISIBLE_CORES, "3")
+    assert given_cores({CHOSEN_VARIABLE: "OTHER", RT_VISIBLE_CORES: "3", VISIBLE_DEVICES: "4-7"}) == (
+        RT_VISIBLE_CORES, "3")
+
+
+@pytest.mark.parametrize("version, want", [("0.24+neuron", VISIBLE_DEVICES), ("0.2.dev0", RT_VISIBLE_CORES),
+                                           ("0.21+local.build", RT_VISIBLE_CORES)])
+def test_a_release_is_read_from_its_first_two_parts_before_any_local_label(version, want):
+    assert release_variable(version) == want
+
+
+def test_the_plugin_package_is_found_by_its_spec_and_only_a_package_counts(tmp_path):
+    from types import SimpleNamespace
+
+    assert plugin_dir(lambda name: None) is None  # not installed
+    assert plugin_dir(lambda name: SimpleNamespace()) is None  # a module, not a package
+    asked = []
+    found = plugin_dir(lambda name: asked.append(name) or SimpleNamespace(submodule_search_locations=[str(tmp_path)]))
+    assert found == tmp_path and asked == ["vllm_neuron"]
+
+
+def test_the_plugins_version_is_asked_of_its_distribution(monkeypatch):
+    import importlib.metadata
+
+    from harness.core.neuron_visibility import plugin_version
+
+    asked = []
+
+    def version(name):
+        asked.append(name)
+        if name != "vllm-neuron":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return "0.2.0"
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    assert plugin_version() == "0.2.0" and asked == ["vllm-neuron"]
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda name: (_ for _ in ()).throw(importlib.metadata.PackageNotFoundError(name)))
+    assert plugin_version() is None
+
+
+def test_the_installed_plugin_is_judged_by_its_directory_and_version_and_printed_as_json(tmp_path, monkeypatch, capsys):
+    import json
+
+    import harness.core.neuron_visibility as nv
+
+    monkeypatch.setattr(nv, "plugin_dir", lambda: tmp_path)
+    monkeypatch.setattr(nv, "plugin_version", lambda: "0.29.0.1.2.0")
+    chosen = nv.installed_visibility()
+    assert chosen.variable == VISIBLE_DEVICES and f"not found under {tmp_path})" in chosen.source
+    assert nv.main() == 0
+    assert json.loads(capsys.readouterr().out) == {"variable": VISIBLE_DEVICES, "source": chosen.source}
+
+
+def test_the_messages_name_both_variables_and_the_runtimes_own():
+    assert plugin_visibility(None, None).source == ("no vLLM Neuron plugin installed: the Neuron runtime's own "
+                                                     "variable")
+    with pytest.raises(ValueError, match="the harness gives NeuronCores through NEURON_RT_VISIBLE_CORES or "
+                                         "NEURON_VISIBLE_DEVICES$"):
+        import tempfile
+        from pathlib import Path
+
+        with tempfile.TemporaryDirectory() as tmp:
+            plugin_visibility(plugin(Path(tmp), "platform.py", 'class P:\n    device_control_env_var = "X"\n'), None)
