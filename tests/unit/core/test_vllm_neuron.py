@@ -287,3 +287,31 @@ def test_the_timed_server_and_the_engine_timeout_reach_vllm(tmp_path):
     assert got["env"]["VLLM_ENGINE_READY_TIMEOUT_S"] == "3600"
     r, got = run_serve_script(tmp_path, REPO / "ci" / "scripts" / "vllm-serve.sh")
     assert got["argv"][got["argv"].index("--max-logprobs") + 1] == str(max_logprobs(get_shape("report-bs1")))
+
+
+@pytest.mark.parametrize(("serve_timeout", "waits"), [("7200", ("7200", "7200", "7200")),
+                                                      ("60", ("1800", "1800", "3600"))])
+def test_every_compile_wait_is_at_least_the_serve_timeout_and_the_venv_bin_is_first(tmp_path, serve_timeout, waits):
+    """The 2.32+ plugin's compile waits under their 2.32 names (NEURON_LIBTORCH_COMPILATION_TIMEOUT, a rank waiting
+    on another's compile; VLLM_NEURON_BARRIER_TIMEOUT, its tp_barrier, 3600 s by default) and the NxDI-based one's
+    (VLLM_NEURON_COMPILATION_TIMEOUT), none below --serve-timeout; the serving venv's bin (as given, a link into
+    another python's) first on PATH, where the plugin's workers look for neuronx-cc."""
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").symlink_to(sys.executable)
+    r, got = run_serve_script(tmp_path, REPO / "ci" / "scripts" / "vllm-serve.sh", SERVE_TIMEOUT=serve_timeout,
+                              SERVE_PYTHON=str(venv_bin / "python"))
+    assert r.returncode == 0, r.stderr
+    names = ("NEURON_LIBTORCH_COMPILATION_TIMEOUT", "VLLM_NEURON_COMPILATION_TIMEOUT", "VLLM_NEURON_BARRIER_TIMEOUT")
+    assert tuple(got["env"][n] for n in names) == waits
+    path = got["env"]["PATH"].split(os.pathsep)
+    assert path[0] == str(venv_bin) and path.count(str(venv_bin)) == 1
+
+
+def test_a_direct_start_gets_the_same_waits_and_path():
+    from harness.release.plan import Side
+    from harness.release.served import server_env
+
+    env = server_env(Side("candidate", "/opt/venvs/vllm-2.33/bin/python", backend="openai"), 5000.0)
+    assert env["NEURON_LIBTORCH_COMPILATION_TIMEOUT"] == "5000" and env["VLLM_NEURON_BARRIER_TIMEOUT"] == "5000"
+    assert env["PATH"].split(os.pathsep)[0] == "/opt/venvs/vllm-2.33/bin"
