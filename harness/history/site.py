@@ -42,8 +42,8 @@ def chart(key: tuple, pts: list[dict[str, Any]], changes: list[Change]) -> str:
     coords = [xy(i, v) for i, v in enumerate(values)]
     parts = [f'<svg id="{series_id(key)}" class="chart" width="{WIDTH}" height="{HEIGHT}" '
              f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{esc(key[0])} trend">',
-             f'<text x="{PAD}" y="14" font-size="11">{esc(hi)}</text>',
-             f'<text x="{PAD}" y="{HEIGHT - 6}" font-size="11">{esc(lo)}</text>',
+             f'<text x="{PAD}" y="14" font-size="11">{hi:.4g}</text>',
+             f'<text x="{PAD}" y="{HEIGHT - 6}" font-size="11">{lo:.4g}</text>',
              '<polyline class="line" points="' + " ".join(f"{x:.1f},{y:.1f}" for x, y in coords) + '"/>']
     for c in changes:
         x = PAD + (c.index - 1.5) * step
@@ -89,9 +89,9 @@ def index_page(points: list[dict[str, Any]], changes: list[Change], checks: list
         if len(pts) < min_runs:
             continue
         s = dict(zip(SERIES_COLUMNS, key))
-        body += [f"<h3>{esc(s['figure'])}: {esc(s['benchmark'])}</h3>",
+        body += [f'<section class="series"><h3>{esc(s["figure"])}: {esc(s["benchmark"])}</h3>',
                  f"<p>{esc(s['model'])}/{esc(s['shape'])}, {esc(s['backend'])} {esc(s['dtype'])} on {esc(s['hardware'])}; "
-                 f"{len(pts)} runs; {len(by_series[key])} change points</p>", chart(key, pts, by_series[key])]
+                 f"{len(pts)} runs; {len(by_series[key])} change points</p>", chart(key, pts, by_series[key]), "</section>"]
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>carbon-harness history</title>'
             f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n")
 
