@@ -107,8 +107,20 @@ class OpenAIEngine(Engine):
         ids = [*map(int, prompt), *map(int, continuation)]
 
         async def go() -> list:
+            from harness.serving.scoring_prefix import PREFIX_REQUESTS, prefix_rows, refused_or_null
+
             async with client_session(self.endpoint) as http:
-                return await fetch_prompt_logprobs(http, self.endpoint, ids, top_k)
+                try:
+                    rows, refusal = await fetch_prompt_logprobs(http, self.endpoint, ids, top_k), None
+                except ServingError as exc:
+                    rows, refusal = None, exc
+                if refusal is not None and not refused_or_null(refusal, None, 0):
+                    raise refusal  # not a refusal of prompt logprobs: the server's failure to report
+                if refusal is None and not refused_or_null(None, rows, len(prompt)):
+                    return rows
+                self.info.extra["teacher_forced_rows"] = PREFIX_REQUESTS  # every position judged, from its prefix
+                return [None] * len(prompt) + await prefix_rows(http, self.endpoint, ids, range(len(prompt), len(ids)),
+                                                                top_k)
 
         rows = run_async(go())
         if len(rows) < len(ids) or not any(rows[len(prompt):]):

@@ -45,6 +45,19 @@ PER_REQUEST_PREFILL = ("the vLLM Neuron plugin prefills one request per step (it
                        "padded to the shape's context-length bucket, compared with NxDI's one whole-batch graph")
 
 
+# What each server is started with, said in the verdict. The 2.32+ plugin refuses ``prompt_logprobs`` under any
+# on-device sampling and ``logprobs`` under on-device sampling with async scheduling (``vllm_neuron/vllm/admission.py``
+# at 42ad3f12a81a, ``policy_from_config``: HTTP 400), and its runner refuses async scheduling without on-device
+# sampling ("On-device sampling must be enabled for async execution", ``neuron_model_runner.py`` at ed3580d): the
+# server the output contract asks for log-probabilities has both off (``on_device_sampling_config: null``, the
+# plugin's own way to sample on the host, and ``--no-async-scheduling``); the timed server keeps what the plugin
+# ships (on-device sampling, all-greedy as the harness generates; async scheduling, vLLM's default).
+CONTRACT = ("contract server: on-device sampling off (on_device_sampling_config null), --no-async-scheduling, "
+            "--max-logprobs the contract's top-k")
+TIMED = ("timed server: on-device sampling on (all_greedy), async scheduling as the plugin ships it, "
+         "--max-logprobs 0")
+
+
 def max_logprobs(shape: RunShape) -> int:
     """The most logprobs the harness asks a server at ``shape``: every 6-mer on a scoring shape (the FNS
     marginals need all 4,096), the output contract's top-k otherwise."""
@@ -75,6 +88,7 @@ class EngineArguments:
     additional_config: dict[str, Any]
     prefill: str  # single-shot | chunked
     notes: tuple[str, ...] = field(default=())
+    server: str = ""  # CONTRACT or TIMED: what the server is for, in one line
 
     def vllm_args(self) -> list[str]:
         """The flags (after ``--model``), in the order the harness has always written them."""
@@ -102,14 +116,16 @@ def engine_arguments(shape: RunShape, device: str = "neuron", dtype: str | None 
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: give one of {', '.join(DTYPES)}")
     plan = prefill(shape)
+    timed = logprobs == PERF_MAX_LOGPROBS
     neuron = {**plan["neuron_config"], "num_seqs_buckets": [shape.batch_size],
-              "on_device_sampling_config": {"all_greedy": True}}
+              "on_device_sampling_config": {"all_greedy": True} if timed else None}
     on_cpu = device == "cpu"
     values: dict[str, Any] = {
         "tensor_parallel_size": 1 if on_cpu else shape.tp_degree, "max_model_len": shape.seq_len,
         "max_num_seqs": shape.batch_size, "max_num_batched_tokens": plan["max_num_batched_tokens"],
         "block_size": BLOCK_SIZE, "num_gpu_blocks_override": kv_blocks(shape), "enable_prefix_caching": False,
         "skip_tokenizer_init": True, "generation_config": "vllm",
-        "max_logprobs": max_logprobs(shape) if logprobs is None else logprobs, "dtype": DTYPES[dtype]}
+        "max_logprobs": max_logprobs(shape) if logprobs is None else logprobs, "dtype": DTYPES[dtype],
+        "async_scheduling": None if timed else False}
     notes = (PER_REQUEST_PREFILL,) if shape.batch_size > 1 else ()
-    return EngineArguments(values, {"neuron_config": neuron}, plan["mode"], notes)
+    return EngineArguments(values, {"neuron_config": neuron}, plan["mode"], notes, TIMED if timed else CONTRACT)

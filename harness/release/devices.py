@@ -68,9 +68,22 @@ def device_records(plan: CheckPlan, reports: dict[str, SideReport], read_backs: 
                                         accepted=plan.shared_runtime)
     proof = evidence.run_evidence(plan, evidence_server(progress), progress) if word == FAIL else {}
     own = check_process(plan)
-    lines = cores.markdown(neuron_cores) + runtime_layer.markdown(layer) + evidence.markdown(proof) + own.pop("markdown")
+    served = served_notes(plan)
+    lines = (cores.markdown(neuron_cores) + runtime_layer.markdown(layer) + evidence.markdown(proof)
+             + own.pop("markdown") + [f"Note: {n}." for n in served] + ([""] if served else []))
     return {"neuron_cores": neuron_cores, "runtime_layer": layer, "evidence": proof, "check_process": own,
-            "markdown": lines}
+            "served_notes": served, "markdown": lines}
+
+
+def served_notes(plan: CheckPlan) -> list[str]:
+    """What a served side's figures are at a batched shape (``harness.core.vllm_neuron_args``: the plugin
+    prefills one request per step, so the prefill compared is per request), once per shape."""
+    from harness.core.spec import get_shape
+    from harness.core.vllm_neuron import engine_arguments
+
+    if not any(s.backend == "openai" for s in (plan.baseline, plan.candidate)):
+        return []
+    return [f"{name}: {note}" for name in plan.shapes for note in engine_arguments(get_shape(name)).notes]
 
 
 def check_process(plan: CheckPlan) -> dict[str, Any]:

@@ -184,13 +184,14 @@ def restart_timed(plan: CheckPlan, servers: dict[str, Any], reports: dict[str, S
     its first round; otherwise it is started here and its cores read back. Both settings go in the side's
     versions (the verdict's side table). Returns the read-backs; a stop is added to ``events``."""
     from harness.release.cores import read_back
-    from harness.release.served import ready, served_logprobs, timed_server
+    from harness.release.served import ready, served_logprobs, server_settings, timed_server
 
     exclusive = plan.core_plan is not None and plan.core_plan.exclusive
     read_backs: list[dict[str, Any]] = []
     for name, server in servers.items():
         versions = reports[name].versions
         versions.setdefault("max_logprobs_contract", served_logprobs(server) if plan.conformance else "-")
+        versions.setdefault("server_contract", server_settings(server)["server"] if plan.conformance else "-")
         if plan.conformance:
             progress(f"{name}: restarting its vLLM server as a timed one (--max-logprobs 0) for the perf rounds")
             running = server.proc is not None and server.proc.poll() is None
@@ -204,6 +205,8 @@ def restart_timed(plan: CheckPlan, servers: dict[str, Any], reports: dict[str, S
                 if plan.core_plan is not None:
                     read_backs += read_back(name, server, getattr(plan, name).cores)
         versions["max_logprobs_perf"] = served_logprobs(server)
+        versions["server_timed"] = (timed := server_settings(server))["server"]
+        reports[name].config["timed_server"] = timed  # both servers' settings in the drift table
     return read_backs
 
 

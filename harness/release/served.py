@@ -214,6 +214,23 @@ def served_logprobs(server: VLLMServer) -> int:
     return server.max_logprobs
 
 
+def server_settings(server: VLLMServer) -> dict[str, Any]:
+    """How ``server`` is configured to answer, for the verdict's side table (``server``: one line) and its drift
+    table: a vLLM Neuron server started through its script as ``harness.core.vllm_neuron.engine_arguments`` says
+    (the contract's: on-device sampling off, no async scheduling; the timed one's: the plugin's defaults), one the
+    check started directly with vLLM's own defaults but ``--max-logprobs``."""
+    if isinstance(server, ScriptServer):
+        from harness.core.spec import get_shape
+        from harness.core.vllm_neuron import engine_arguments
+
+        engine = engine_arguments(get_shape(server.shape), server.device, server.dtype, server.logprobs)
+        return {"server": engine.server, "max_logprobs": engine.values["max_logprobs"],
+                "async_scheduling": engine.values["async_scheduling"],
+                "on_device_sampling_config": engine.additional_config["neuron_config"]["on_device_sampling_config"]}
+    return {"server": f"vLLM's own sampling and scheduling defaults, --max-logprobs {server.max_logprobs}",
+            "max_logprobs": server.max_logprobs}
+
+
 def timed_server(server: VLLMServer) -> None:
     """The server is next started as users start one they time: ``--max-logprobs 0``
     (``harness.core.vllm_neuron.PERF_MAX_LOGPROBS``: only then does vLLM Neuron's decode graph skip gathering

@@ -44,7 +44,11 @@ def test_a_shape_maps_onto_the_servers_flags(shape):
     # vLLM Neuron: the largest bucket of each must equal its engine limit (the prefill's as the plugin clamps it)
     assert max(neuron["num_batched_tokens_buckets"]) == min(batched, shape.seq_len)
     assert max(neuron["num_seqs_buckets"]) == shape.batch_size
-    assert neuron["on_device_sampling_config"] == {"all_greedy": True}  # a JSON boolean, not the string "true"
+    # the contract's server samples on the host, synchronously: the plugin refuses (prompt) logprobs otherwise
+    assert neuron["on_device_sampling_config"] is None and "--no-async-scheduling" in args
+    timed = serve_command("/models/Carbon-8B", shape, "carbon-8b", stack="s", logprobs=0)
+    assert timed.neuron_config()["on_device_sampling_config"] == {"all_greedy": True}  # a JSON boolean
+    assert not any("async-scheduling" in a for a in timed.args)  # the plugin's shipped default
     # the KV cache holds every sequence of the batch at full length, plus vLLM's null block
     blocks = int(flag(args, "--num-gpu-blocks-override"))
     assert (blocks - 1) * int(flag(args, "--block-size")) >= shape.batch_size * shape.seq_len
@@ -208,7 +212,12 @@ def test_vllms_own_parser_reads_the_flags_back(device):
     assert parsed["enable_prefix_caching"] is False and parsed["skip_tokenizer_init"] is True
     assert parsed["generation_config"] == "vllm" and parsed["max_logprobs"] == max_logprobs(shape)
     assert parsed["additional_config"]["neuron_config"]["num_seqs_buckets"] == [shape.batch_size]
+    assert parsed["additional_config"]["neuron_config"]["on_device_sampling_config"] is None
+    assert parsed["async_scheduling"] is False  # --no-async-scheduling exists in this vLLM's parser
+    timed = serve_command("/models/Carbon-8B", shape, "carbon-8b", device=device, stack="s", logprobs=0)
+    parsed = engine_args(["--model", "/models/Carbon-8B", *timed.args])["args"]
     assert parsed["additional_config"]["neuron_config"]["on_device_sampling_config"]["all_greedy"] is True
+    assert parsed["async_scheduling"] is None and parsed["max_logprobs"] == 0  # vLLM's own default, untouched
     assert parsed["dtype"] == ("float32" if device == "cpu" else "bfloat16")
 
 
