@@ -1,5 +1,5 @@
-"""Generate the troubleshooting pages (docs/troubleshooting.md and one page per group under docs/troubleshooting/), and the data ``carbon-harness explain`` reads, from the harness's source:
-one entry per error message it can print.
+"""Generate the troubleshooting pages (docs/troubleshooting.md, docs/troubleshooting/<group>.md), and the data
+``carbon-harness explain`` reads, from the harness's source: one entry per error message it can print.
 
 Usage (from the repository root)::
 

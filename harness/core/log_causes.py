@@ -17,15 +17,18 @@ import re
 from pathlib import Path
 
 MISSING_MODULE = re.compile(r"\b(?:ModuleNotFoundError|ImportError): No module named '([A-Za-z_][\w.]*)'")
-# What to install for a module the harness's own servers import, by its top-level package; any other module
-# is installed by its own name.
+# What to install for a module the harness's servers import, by its top-level package: pip's arguments (run
+# with the server's interpreter), or what to do where one pip line is not the fix. Any other module: its name.
 INSTALLS = {
-    "harness": "-e '.[test,serving]' (this checkout: the server's side runs the harness's own modules; "
-               "ci/scripts/sdk-venv.sh installs it with EXTRAS=test,serving)",
-    "vllm": "the side's vLLM build (its ci/constraints file; ci/scripts/sdk-venv.sh builds the venv from it)",
-    "vllm_neuron": "the side's vLLM Neuron plugin (its ci/constraints/vllm-neuron-*.txt, through "
-                   "ci/scripts/sdk-venv.sh)",
-    "aiohttp": "-e '.[serving]'",
+    "harness": "-e '.[test,serving]' (from this checkout; ci/scripts/sdk-venv.sh installs it with "
+               "EXTRAS=test,serving)",
+    "aiohttp": "-e '.[serving]' (from this checkout)",
+}
+REBUILDS = {
+    "vllm": "the side's vLLM build, from its ci/constraints file (ci/scripts/sdk-venv.sh builds the venv from it; "
+            "vLLM's CPU build: nox -s serving)",
+    "vllm_neuron": "the side's vLLM Neuron plugin, from its ci/constraints/vllm-neuron-*.txt "
+                   "(ci/scripts/sdk-venv.sh builds the venv from it)",
 }
 
 
@@ -60,6 +63,6 @@ def missing_module_note(log: Path, python: str | Path) -> str:
     if module is None:
         return ""
     top = module.split(".")[0]
-    what = INSTALLS.get(top, top)
+    what = REBUILDS.get(top) or f"{python} -m pip install {INSTALLS.get(top, top)}"
     return (f"\ncause: the log says ModuleNotFoundError: No module named '{module}': the server's interpreter "
-            f"{python} lacks it; install into that venv ({venv_of(python)}): {python} -m pip install {what}")
+            f"{python} lacks it; install into that venv ({venv_of(python)}): {what}")
