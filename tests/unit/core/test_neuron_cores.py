@@ -180,3 +180,57 @@ def test_a_plan_narrower_than_a_device_is_accepted_on_its_device(planned):
     assert problems == []
     _, problems = neuron_ls_view(devices_48xl({2: [77]}), {77}, planned, "candidate's server")
     assert len(problems) == 1 and "Neuron device 2 (cores 8,9,10,11)" in problems[0]
+
+
+# survivors of the generated mutants (nox -s mutation), each pinned: what verdict.json and verdict.md say of a plan
+@pytest.mark.parametrize("tp, served, scheme, ranges, reason", [
+    ({"baseline": 4, "candidate": 4}, ("candidate",), "disjoint", {"baseline": "0-3", "candidate": "4-7"},
+     "the sides' 8 cores fit the instance's 64: a server keeps its own range while the other side runs"),
+    ({"baseline": 2, "candidate": 1, "third": 3}, (), "disjoint", {"baseline": "0-1", "candidate": "2", "third": "3-5"},
+     "the sides' 6 cores fit the instance's 64: a server keeps its own range while the other side runs"),
+    ({"baseline": 40, "candidate": 40}, ("baseline",), "exclusive", {"baseline": "0-39", "candidate": "0-39"},
+     "the sides need 80 cores of 64: the served side's server is stopped while the other side holds the cores, and "
+     "started again (a load) before its own turn"),
+    ({"baseline": 40, "candidate": 40}, (), "sequential", {"baseline": "0-39", "candidate": "0-39"},
+     "no side is served: every process runs alone, one after the other"),
+])
+def test_the_plans_record_is_its_instance_cores_scheme_ranges_tp_served_and_why(tp, served, scheme, ranges, reason):
+    plan = plan_cores("trn2.48xlarge", 64, tp, served)
+    assert plan.to_dict() == {"instance": "trn2.48xlarge", "logical_cores": 64, "scheme": scheme, "ranges": ranges,
+                              "tp": tp, "served": list(served), "reason": reason}
+    sides = ", ".join(f"{side} {r} (tp {tp[side]})" for side, r in ranges.items())
+    assert plan.describe() == f"{scheme} on trn2.48xlarge (64 logical NeuronCores): {sides}. {reason}"
+
+
+@pytest.mark.parametrize("start, count", [(-1, 2), (0, 0), (-1, 0)])
+def test_a_range_without_a_start_or_a_core_is_refused_naming_both(start, count):
+    with pytest.raises(ValueError, match=rf"^cores {start}\+{count}: give a start >= 0 and a count >= 1$"):
+        core_range(start, count)
+    assert core_range(4, 1) == "4" and core_range(4, 2) == "4-5"
+
+
+def test_an_instance_without_cores_is_refused_naming_it():
+    with pytest.raises(CorePlanError, match=r"^trn2.3xlarge: 0 logical NeuronCores; a core plan needs at least one$"):
+        plan_cores("trn2.3xlarge", 0, {"baseline": 1})
+
+
+def test_an_environment_is_read_as_exec_ed_values_with_equals_signs_and_bytes_that_are_no_utf8(tmp_path):
+    from harness.core.neuron_cores import EnvironRewritten
+
+    (tmp_path / "5").mkdir()
+    (tmp_path / "5" / "environ").write_bytes(b"OPTS=--a=1 --b=2\0NAME=caf\xff\0")
+    assert read_environ(5, tmp_path) == {"OPTS": "--a=1 --b=2", "NAME": "caf\ufffd"}
+    (tmp_path / "6").mkdir()
+    (tmp_path / "6" / "environ").write_bytes(b"VLLM::Worker\0\0")
+    with pytest.raises(EnvironRewritten, match=rf"^{tmp_path / '6' / 'environ'} holds no NAME=value: the process "):
+        read_environ(6, tmp_path)
+
+
+def test_cores_outside_a_range_are_all_named_and_a_device_without_cores_says_so():
+    got = check_range("a worker", {"NEURON_VISIBLE_DEVICES": "2-9"}, "4-7", whole=False)
+    assert got == "a worker runs with NEURON_VISIBLE_DEVICES=2-9, planned 4-7: core(s) 2,3,8,9 outside its range"
+    devices = [{"neuron_device": 3, "neuron_processes": [77, {"pid": 77}]}]  # a bare entry is no process record
+    records, problems = neuron_ls_view(devices, {77}, "4-7", "candidate's server")
+    assert records == [{"device": 3, "pid": 77, "neuroncore_ids": []}]
+    assert problems == ["neuron-ls lists candidate's server process 77 on Neuron device 3 (cores none listed), none "
+                        "of them in its planned 4-7"]
