@@ -41,6 +41,10 @@ async def prefix_row(http: Any, endpoint: Endpoint, ids: Sequence[int], position
     prefix = [int(t) for t in ids[:position]]
     token = int(ids[position])
     out = await generate_with_logprobs(http, endpoint, prefix, 1, top_k)
+    if len(out.token_ids) != 1:
+        raise ServingError(f"{endpoint.url} answered the one-token request on the prefix of position {position} with "
+                           f"{len(out.token_ids)} tokens: it computes neither prompt logprobs nor a token's logprobs, "
+                           "which the output contract's teacher-forced rows need")
     row = dict(out.top[0])
     row.setdefault(out.token_ids[0], out.logprobs[0])
     if token not in row:

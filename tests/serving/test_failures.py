@@ -171,9 +171,10 @@ def test_unknown_served_model_is_named():
 
 def test_a_server_without_prompt_logprobs_is_named_not_an_index_error():
     """The NxDI-based vLLM Neuron plugin (0.2.0) answers prompt_logprobs with ``[null]``: the output contract's
-    scored rows say the server computes none (an IndexError before)."""
+    scored rows then come from one-token requests on each prefix (``harness.serving.scoring_prefix``); a server
+    that answers those with nothing either is named (an IndexError before)."""
     with MisbehavingServer("no-prompt-logprobs") as server:
         engine = OpenAIEngine(server.endpoint(), get_shape("smoke"), "carbon-tiny")
-        with pytest.raises(ServingError, match="prompt logprobs for 0 of 5 positions .1 rows.: the server computes no "
-                                               "prompt logprobs"):
+        with pytest.raises(ServingError, match="one-token request on the prefix of position [0-9]+ with 0 tokens: it "
+                                               "computes neither prompt logprobs"):
             engine.scored([151669, 151672, 151673], [151674, 151675], top_k=2)

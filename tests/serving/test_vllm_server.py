@@ -112,6 +112,29 @@ def test_full_vocabulary_top_k_is_refused_not_approximated(carbon_endpoint, serv
         engine.kmer_logits(Batch.from_ids([prompt]))
 
 
+def test_prefix_requests_give_the_rows_prompt_logprobs_give(carbon_endpoint, carbon_tokenizer):
+    """Where a server refuses prompt logprobs (the 2.32+ vLLM Neuron plugin under on-device sampling), the output
+    contract scores each position from a one-token request on its prefix (``harness.serving.scoring_prefix``): on
+    a real vLLM those rows are the prompt-logprob rows of the same positions (the token there, its top-k)."""
+    from harness.serving.scoring_prefix import prefix_rows
+
+    prompt = carbon_tokenizer.encode("<dna>" + "ACGTTGCAAGTC" * 3)
+    positions = range(3, len(prompt))
+
+    async def go():
+        async with client_session(carbon_endpoint) as http:
+            return (await fetch_prompt_logprobs(http, carbon_endpoint, prompt, 20),
+                    await prefix_rows(http, carbon_endpoint, prompt, positions, 20))
+
+    full, prefixed = run_async(go())
+    for p, row in zip(positions, prefixed):
+        want = full[p]
+        assert prompt[p] in row and abs(row[prompt[p]] - want[prompt[p]]) < 1e-3, f"position {p}"
+        common = set(row) & set(want)
+        assert len(common) >= 15, f"position {p}: top-20 ids shared {len(common)}"
+        assert max(abs(row[i] - want[i]) for i in common) < 1e-3, f"position {p}"
+
+
 async def _logprobs(endpoint, prompt):
     async with client_session(endpoint) as http:
         return await fetch_prompt_logprobs(http, endpoint, prompt, TOP_K)
