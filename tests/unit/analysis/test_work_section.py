@@ -241,3 +241,44 @@ def test_each_gated_server_count_fails_alone(count):
     assert len(found.reasons) == 1 and f"): {count} " in found.reasons[0]
     assert work_section(served_counts("b", {}), served_counts("c", {"generation_tokens": 256.0}),
                         gate_pct=2.0).reasons == []  # more tokens generated: a different batch, not more work for it
+
+
+def test_the_section_reads_as_its_table_then_where_work_moved_then_its_notes():
+    found = work_section(side("baseline", 4000, 4000), side("candidate", 4400, 4400, extra_fn=400), gate_pct=2.0)
+    assert found.markdown() == [
+        "### Work per step", "",
+        "Exact counts of one step (b: baseline, c: candidate), from an untimed pass after each CTE / TKG benchmark's "
+        "timed rounds, in its first round.", "",
+        "| benchmark | Python calls (b / c) | aten ops (b / c) | bytes (b / c) | rounds (b / c) |", "|---|---|---|---|---|",
+        f"| `{TKG}` | 4000 / 4400 | 144 / 144 | 800000 / 800000 | 2 / 2 |", "",
+        f"Where `{TKG}`'s work moved:", "", "- +400 Python calls/step (4000 -> 4400, +10.0%)",
+        "- +400 Python calls/step in plant.work", ""]
+    assert found.to_dict() == {"benchmarks": found.rows, "served": [], "reasons": found.reasons, "notes": []}
+    assert found.rows[0]["rounds"] == [2, 2] and found.rows[0]["bytes"] == [8e5, 8e5]
+    noted = work_section(side("baseline", 4000, 4007), side("candidate", 4000, 4000), gate_pct=2.0).markdown()
+    assert noted[-2:] == [f"- `{TKG}` not gated on host work: the baseline's counts differ between its rounds, so "
+                          "they are not exact here", ""]
+    only = work_section(side("baseline", 4000), SideReport("candidate"), gate_pct=2.0).markdown()
+    assert only[0].startswith(f"- `{TKG}`'s work per step was counted on the baseline only") and only[-1] == ""
+    assert work_section(SideReport("b"), SideReport("c")).markdown() == []
+
+
+def test_the_served_section_reads_as_each_count_per_batch_then_its_notes():
+    found = work_section(served_side("baseline", 128, 128), served_side("candidate", 160, 160, 160), gate_pct=2.0)
+    head = ["### Work per batch (the servers' own counts)", "",
+            "vLLM's counters on each served side's /metrics around one untimed batch after each round's timed runs "
+            "(first round; b: baseline, c: candidate). Python calls are not counted on a served side: they would be "
+            "the client's.", "", "| benchmark | count | b | c |", "|---|---|---|---|"]
+    rows = [f"| `{E2E}` | engine_steps | 128 | 160 |", f"| `{E2E}` | generation_tokens | 128 | 128 |",
+            f"| `{E2E}` | preemptions | 0 | 0 |", f"| `{E2E}` | prompt_tokens | 31 | 31 |"]
+    assert found.markdown() == head + rows + ["", f"- `{E2E}`'s server work per batch moved: +32 engine_steps/batch "
+                                                  "(128 -> 160)", ""]
+    assert found.served[0]["rounds"] == [2, 3] and found.served[0]["changes"] == ["+32 engine_steps/batch (128 -> 160)"]
+    quiet = work_section(served_side("baseline", 128), served_side("candidate", 128))
+    assert quiet.markdown() == head + [rows[0].replace("160", "128")] + rows[1:] + [""] and quiet.notes == []
+
+
+def test_a_count_one_server_exports_and_the_other_does_not_reads_as_zero_there():
+    base, new = served_counts("b", {}), served_counts("c", {"prefix_cache_hits": 12.0})
+    found = work_section(base, new, gate_pct=2.0)
+    assert found.served[0]["counts"]["prefix_cache_hits"] == [0.0, 12.0] and found.reasons == []
