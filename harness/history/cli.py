@@ -63,11 +63,15 @@ def cmd_changes(args: argparse.Namespace) -> int:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     from harness.history.gate import MIN_HISTORY, judge
-    from harness.history.records import run_of
+    from harness.history.records import read_source
 
-    run = run_of(args.run)
+    source = read_source(args.run)
+    if source.kind != "benchmark":
+        raise HistoryError(f"{args.run}: history gate judges one run's pytest-benchmark JSON, not a release-check "
+                           "directory")
     pts, _ = store_points(args.store)
-    judged = judge(run, [p for p in pts if p["report"] != str(args.run)], args.max_pvalue)
+    # the run itself, if it was added already, is not its own history
+    judged = judge(source.runs[0], [p for p in pts if p["source_hash"] != source.content_hash], args.max_pvalue)
     worse = [j for j in judged if j.regression]
     unjudged = [j for j in judged if j.history < MIN_HISTORY]
     if args.json:

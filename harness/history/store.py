@@ -150,11 +150,16 @@ SERIES_COLUMNS = ("figure", "benchmark", "model", "shape", "backend", "dtype", "
 
 
 def points(conn: sa.Connection) -> list[dict[str, Any]]:
-    """Every recorded figure with its run, oldest run first (ties by run id: the order they were added)."""
-    f, r = schema.figures, schema.runs
+    """Every recorded figure with its run, oldest run first (ties by run id: the order they were added).
+    A release check's rounds stand at the check's time, the baseline's before the candidate's, each side's
+    in round order: its A B / B A rounds interleaved in time would hide the step between the two sides."""
+    f, r, c, s = schema.figures, schema.runs, schema.release_checks, schema.sources
+    candidate = sa.case((r.c.side == "candidate", 1), else_=0)
     q = (sa.select(*[f.c[k] for k in SERIES_COLUMNS], f.c.value, f.c.direction, r.c.id.label("run_id"), r.c.time,
-                   r.c.commit, r.c.release, r.c.report, r.c.side, r.c.round, r.c.release_check_id)
-         .join(r, f.c.run_id == r.c.id).order_by(r.c.time, r.c.id, f.c.id))
+                   r.c.commit, r.c.release, r.c.report, r.c.side, r.c.round, r.c.release_check_id,
+                   s.c.content_hash.label("source_hash"))
+         .join(r, f.c.run_id == r.c.id).join(s, r.c.source_id == s.c.id).outerjoin(c, r.c.release_check_id == c.c.id)
+         .order_by(sa.func.coalesce(c.c.time, r.c.time), candidate, r.c.round, r.c.time, r.c.id, f.c.id))
     return [dict(row._mapping) for row in conn.execute(q)]
 
 

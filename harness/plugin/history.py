@@ -20,12 +20,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def judge_lines(url: str, path) -> tuple[list[str], bool]:
     from harness.history.gate import MIN_HISTORY, judge
-    from harness.history.records import run_of
+    from harness.history.records import read_source
     from harness.history.store import connected, points
 
-    run = run_of(path)
+    source = read_source(path)
     with connected(url) as conn:
-        judged = judge(run, [p for p in points(conn) if p["report"] != str(path)])
+        judged = judge(source.runs[0], [p for p in points(conn) if p["source_hash"] != source.content_hash])
     worse = [j for j in judged if j.regression]
     unjudged = sum(j.history < MIN_HISTORY for j in judged)
     lines = [f"carbon-harness: history {j.describe()}" for j in worse]

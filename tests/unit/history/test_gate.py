@@ -70,3 +70,11 @@ def test_the_plugins_carbon_history_judges_the_written_run(sqlite_url, tmp_path)
     assert lines[-1].startswith("carbon-harness: history: ") and "0 without history" in lines[-1]
     same = series.planted(tmp_path / "same", lambda i: 1.0)[19]
     assert judge_lines(sqlite_url, same)[1] is False
+
+
+def test_a_run_already_in_the_store_is_not_its_own_history(sqlite_url, tmp_path, capsys):
+    old, new = history_and_new(tmp_path, 2.0)
+    add(sqlite_url, [*old, new])
+    assert main(["history", "gate", str(new), "--store", sqlite_url, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert {j["history"] for j in doc["judged"]} == {19}

@@ -170,3 +170,12 @@ def test_a_directory_whose_verdict_is_not_a_release_checks_is_refused(tmp_path):
     (out / "verdict.json").write_text(json.dumps({"verdict": "MAYBE", "sides": {}}))
     with pytest.raises(HistoryError, match="not a release-check verdict"):
         read_source(out)
+
+
+def test_a_release_checks_rounds_stand_baseline_then_candidate_at_the_checks_time(store_url, tmp_path):
+    add(store_url, [release_check_dir(tmp_path)])  # rounds run A B / B A: interleaved in time
+    with connected(store_url) as conn:
+        pts = [p for p in points(conn) if p["figure"] == "tkg_ms_p50" and "test_tkg" in p["benchmark"]]
+    assert [(p["side"], p["round"]) for p in pts] == [("baseline", 1), ("baseline", 2), ("candidate", 1),
+                                                        ("candidate", 2)]
+    assert sorted(p["time"] for p in pts) != [p["time"] for p in pts]  # not the order of their own times
