@@ -208,7 +208,9 @@ def cmd_vllm_serve(args: argparse.Namespace) -> int:
     if efa is None:  # EFA on every Neuron device: the plugin's own affinity, as it ships
         base.pop("NEURON_SKIP_EFA_AFFINITY", None)
     base["PATH"] = venv_first(sys.executable, base.get("PATH", ""))
-    os.execve(argv[0], argv, {**base, **command.env})  # the server takes this process (and its pid)
+    from harness.core.vllm_neuron_preflight import checked  # the plugin's start rules first: exit 2, one line
+
+    os.execve(argv[0], argv, checked(argv, {**base, **command.env}))  # the server takes this process (and its pid)
 
 
 def with_efa(command: ServeCommand, host: Any = None) -> tuple[ServeCommand, str | None]:

@@ -151,8 +151,6 @@ def test_the_preflight_stops_a_refused_server_against_the_installed_stand_in():
     assert r.returncode == 2 and "max_num_batched_tokens=256 is not a supported" in json.loads(r.stdout)["line"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 55 items 1-3: the server arguments harness/core/vllm_neuron.py builds "
-                   "are the ones the plugin refuses until engineer A's change lands (then this passes: remove the mark)")
 @pytest.mark.parametrize("shape", ["smoke", "report-bs1", "contract-long"])
 def test_the_preflight_passes_the_servers_the_harness_builds(shape):
     """Each default shape's contract server and timed server, with the environment ``vllm-serve`` gives it (its
@@ -198,3 +196,25 @@ def test_a_request_the_plugin_refuses_gets_its_refusal_from_the_stand_in_inside_
                                                                                            "prompt_logprobs"}
     assert all(m.startswith("This server samples on device (on_device_sampling_config is set)") for m in got.values()
                if m)
+
+
+def test_every_start_through_the_serve_script_runs_the_plugins_rules_first(tmp_path):
+    """ci/scripts/vllm-serve.sh (``vllm-serve --exec``), the stand-in plugin on the server's path: a timed server
+    the plugin accepts starts, recording which ran in its environment; one it refuses (the range handed on in
+    NEURON_RT_VISIBLE_CORES, as the script did before 2.32) ends in one line, exit 2, and no server ran."""
+    from tests.unit.core.test_vllm_neuron import run_serve_script, with_plugin
+
+    script = REPO / "ci" / "scripts" / "vllm-serve.sh"
+    r, got = run_serve_script(tmp_path, script, MAX_LOGPROBS="0", **with_plugin(tmp_path, STAND_IN))
+    assert r.returncode == 0, r.stderr
+    assert got["env"][PREFLIGHT_VARIABLE] == f"plugin vllm_neuron 0.29.0.1.2.0 (carbon-standin-vllm-neuron) at {PACKAGE}"
+    old = tmp_path / "old-vllm-serve.sh"
+    old.write_text(script.read_text().replace('if [ -n "$cores" ]; then args+=(--neuron-cores "$cores"); fi\n', ""))
+    r, got = run_serve_script(tmp_path, old, MAX_LOGPROBS="0", CARBON_NEURON_CORES="", NEURON_RT_VISIBLE_CORES="4-7",
+                              **with_plugin(tmp_path, STAND_IN))
+    assert r.returncode == 2 and not got, r.stderr
+    errors = [line for line in r.stderr.splitlines() if "error" in line.lower()]
+    assert errors == ["vllm-serve: error: the vLLM Neuron plugin would stop this server (core variable; plugin "
+                      f"vllm_neuron 0.29.0.1.2.0 (carbon-standin-vllm-neuron) at {PACKAGE}): NEURON_RT_VISIBLE_CORES "
+                      "cannot be used with multi-processing execution on vLLM. Set NEURON_VISIBLE_DEVICES to control "
+                      "device visibility."], r.stderr
