@@ -38,7 +38,7 @@ def env_pairs(entries: Mapping[str, str] | Iterable[Any]) -> tuple[tuple[str, st
     """A side's own variables as ``(NAME, VALUE)`` pairs, from a mapping, pairs or ``NAME=VALUE`` strings (as
     ``--baseline-env`` and a shell write them). ``dict()`` of a ``NAME=VALUE`` string fails on its length
     ("dictionary update sequence element #0 has length 55; 2 is required": the length of
-    ``PYTHONPATH=/work/main/tests/stand_ins/vllm_neuron_2_32``); an entry that is neither is refused, named."""
+    ``PYTHONPATH=<10-char checkout>/tests/stand_ins/vllm_neuron_2_32``); an entry that is neither is refused, named."""
     out = []
     for entry in entries.items() if isinstance(entries, Mapping) else entries:
         if isinstance(entry, str):
