@@ -74,3 +74,9 @@ def test_counts_are_unstable_when_calls_or_ops_differ_between_rounds_not_bytes()
     a = WorkCount(3, 4000.0, aten_ops=144.0, bytes_allocated=1.0)
     assert unstable([a, WorkCount(3, 4000.0, aten_ops=145.0)]) and not unstable([a, WorkCount(3, 4000.0, aten_ops=144.0)])
     assert not unstable([a]) and not unstable([])
+
+
+def test_per_step_divides_each_total_by_the_steps_counted():
+    from harness.core.work import per_step
+
+    assert per_step({"a": 6, "b": 3}, 3) == {"a": 2.0, "b": 1.0} and per_step({}, 2) == {}
