@@ -135,3 +135,57 @@ def test_a_padded_row_is_excused_by_the_reference_cut_row_at_its_divergence_only
     ref = {"prompts": [padded_prompt([11, 12, 13, 14], ref_margins)]}
     out = padded_row(side, ref, TIE)
     assert [(f.criterion, f.position) for f in out] == ([("padded row", 5)] if fails else [])
+
+
+# the other token checks, called directly (survivors of the generated mutants, nox -s mutation)
+def test_a_prompt_the_reference_lacks_and_a_moved_id_are_named_where_they_start():
+    from harness.analysis.side_checks import tokenization
+
+    ref = {"prompts": [{"name": "p0", "prompt_ids": [5, 6, 7, 8]}]}
+    assert tokenization({"prompts": [{"name": "p0", "prompt_ids": [5, 6, 7, 8]}]}, ref) == []
+    found = tokenization({"prompts": [{"name": "p0", "prompt_ids": [5, 6, 9, 8]},
+                                      {"name": "p9", "prompt_ids": [1]}]}, ref)
+    assert [(f.criterion, f.prompt, f.position, f.detail) for f in found] == [
+        ("tokenization", "p0", 2, "token id 9 where the reference's tokenizer gives 7 (4 ids, the reference 4)"),
+        ("tokenization", "p9", None, "the reference has no such prompt")]
+    longer = tokenization({"prompts": [{"name": "p0", "prompt_ids": [5, 6, 7, 8, 1]}]}, ref)[0]
+    shorter = tokenization({"prompts": [{"name": "p0", "prompt_ids": [5, 6]}]}, ref)[0]
+    assert (longer.position, longer.detail) == (4, "token id 1 where the reference's tokenizer gives (end) (5 ids, "
+                                                   "the reference 4)")
+    assert (shorter.position, shorter.detail) == (2, "token id (end) where the reference's tokenizer gives 7 (2 ids, "
+                                                     "the reference 4)")
+
+
+def test_a_prompt_tokenized_otherwise_or_unknown_is_left_to_tokenization_by_the_greedy_check():
+    side = {"prompts": [dict(prompt(diverged_at(0)), prompt_ids=[5, 6, 7, 9]), dict(prompt(diverged_at(0)), name="p9")]}
+    assert greedy(side, {"prompts": [prompt(REF_GREEDY, [WIDE] * 6)]}, TIE) == []
+
+
+def own_scored(greedy_ids: list[int], tops: list[tuple[int, float, float]]) -> dict:
+    """A side's prompt whose own teacher-forced rows have (top-1 id, top-1 logprob, logprob of its greedy token)."""
+    rows = [[g, lp, [[top, top_lp], [g if g != top else top + 1, lp if g != top else top_lp - 1.0]]]
+            for g, (top, top_lp, lp) in zip(greedy_ids, tops)]
+    return {"name": "p0", "prompt_ids": [5, 6, 7, 8], "greedy": greedy_ids, "sequences": {"own": {"rows": rows}}}
+
+
+def test_a_greedy_token_its_own_scoring_puts_below_top_1_beyond_a_near_tie_fails_once_where_it_starts():
+    from harness.analysis.side_checks import self_consistency
+
+    agree = own_scored([11, 12, 13], [(11, -0.5, -0.5), (12, -0.5, -0.5), (13, -0.5, -0.5)])
+    assert self_consistency({"prompts": [agree]}, TIE) == []
+    near = own_scored([11, 12, 13], [(11, -0.5, -0.5), (99, -0.5, -0.75), (13, -0.5, -0.5)])
+    assert self_consistency({"prompts": [near]}, 0.25) == []  # 0.25 below: exactly at the allowance
+    far = own_scored([11, 12, 13], [(11, -0.5, -0.5), (99, -0.5, -1.5), (98, -0.5, -2.5)])
+    found = self_consistency({"prompts": [far]}, TIE)
+    assert [(f.criterion, f.position, f.detail) for f in found] == [
+        ("generation vs its own scoring", 5, "greedy token 12, but teacher-forced its top-1 is 99 by 1 nats")]
+    short = dict(far, sequences={"own": {"rows": far["sequences"]["own"]["rows"][:1]}})
+    assert self_consistency({"prompts": [short]}, TIE) == []  # no row there: nothing to compare
+
+
+def test_the_pad_id_is_checked_only_where_the_side_has_one_and_eos_only_where_it_ran():
+    side = {"pad_token_id": None, "prompts": [prompt([11, PAD, 13])]}
+    assert pad_and_eos(side, REFERENCE, TIE) == ([], [])
+    out, _ = pad_and_eos({"pad_token_id": PAD, "prompts": [prompt([11, PAD, PAD, 13])]}, {"prompts": []}, TIE)
+    assert [(f.criterion, f.position, f.detail) for f in out] == [
+        ("pad id never generated", 5, "generated the pad id 0 at generated position 1")]  # once, at the first
