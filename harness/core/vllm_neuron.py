@@ -208,6 +208,8 @@ def cmd_vllm_serve(args: argparse.Namespace) -> int:
     if efa is None:  # EFA on every Neuron device: the plugin's own affinity, as it ships
         base.pop("NEURON_SKIP_EFA_AFFINITY", None)
     base["PATH"] = venv_first(sys.executable, base.get("PATH", ""))
+    if base.get("VLLM_NEURON_CPU_MODE") == "1":  # its platform plugin decides (vLLM 0.29+ asks none under the CPU target)
+        command = replace(command, env={k: v for k, v in command.env.items() if k != "VLLM_TARGET_DEVICE"})
     from harness.core.vllm_neuron_preflight import checked  # the plugin's start rules first: exit 2, one line
 
     os.execve(argv[0], argv, checked(argv, {**base, **command.env}))  # the server takes this process (and its pid)

