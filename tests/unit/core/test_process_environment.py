@@ -116,3 +116,60 @@ def test_an_entry_that_is_no_variable_is_refused_naming_it(bad):
 
     with pytest.raises(ValueError, match=r"environment entry .*: give NAME=VALUE or a \(NAME, VALUE\) pair"):
         env_pairs([bad])
+
+
+# the record's edges (survivors of the generated mutants, nox -s mutation), each pinned
+@pytest.mark.parametrize("name, value, shown", [
+    ("TORCH_LOGS", "a" * 31, "a" * 31), ("TORCH_LOGS", "a" * 32, "<set>"), ("TORCH_LOGS", "/x/" + "a" * 40, None),
+    ("MKL_API_KEY", "1", "<set>"), ("OMP_secret", "1", "<set>"), ("PYTORCH_CREDENTIALS", "1", "<set>"),
+    ("MALLOC_PASSWORD", "1", "<set>"), ("TORCH_TOKEN_X", "1", "<set>"),
+])
+def test_a_secret_is_told_by_its_name_or_a_key_shaped_value(name, value, shown):
+    assert recorded_env({name: value})[name] == (value if shown is None else shown)
+
+
+def test_only_the_variables_that_change_loading_threads_or_allocation_are_recorded_in_order():
+    environ = {"ZZ": "1", "PYTHONHOME": "/h", "PYTHONSTARTUP": "/s", "LD_LIBRARY_PATH": "/l", "PYTORCH_X": "1",
+               "MKL_NUM_THREADS": "2", "OMP_X": "3", "TORCHX": "4", "PATH": "/bin", "MALLOC_X": "5"}
+    got = recorded_env(environ)
+    assert list(got) == ["LD_LIBRARY_PATH", "MALLOC_X", "MKL_NUM_THREADS", "OMP_X", "PYTHONHOME", "PYTHONSTARTUP",
+                         "PYTORCH_X"]
+
+
+@pytest.mark.parametrize("path, want", [
+    ("/opt/venvs/a", "<prefix>"), ("/opt/venvs/a/", "<prefix>/"), ("/home/u/x/lib/python3.11/y", "~/x/lib/pythonX.Y/y"),
+    ("/usr/lib/python311.zip", "/usr/lib/pythonX.Y.zip"), ("/base/lib/python3.12", "<base>/lib/pythonX.Y"),
+])
+def test_paths_are_written_relative_to_the_first_prefix_they_lie_under(path, want):
+    prefixes = {"/opt/venvs/a": "<prefix>", "/base": "<base>", "/home/u": "~", "": "<never>"}
+    assert normalized(path, prefixes) == want
+
+
+def test_a_pth_line_runs_code_only_when_it_starts_with_import_and_a_space_or_tab():
+    assert runs_code("x\nimport\tsite\n") and runs_code("import os\n")
+    assert not runs_code("importlib\n") and not runs_code(" import os\n") and not runs_code("")
+
+
+def test_the_record_holds_each_pth_file_its_driver_and_its_path(tmp_path):
+    from harness.core.process_environment import environment_record, sha256
+
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    (site_dir / "a.pth").write_text("import os\n")
+    (site_dir / "b.pth").write_text("/some/dir\n")
+    (site_dir / "c.txt").write_text("not a pth\n")
+    driver = tmp_path / "version"
+    driver.write_text("2.19.64.0\n")
+    record = environment_record(environ={"OMP_NUM_THREADS": "1", "HOME": "/h"}, path=["/a", "", "/b"], modules={},
+                                site_dirs=[str(site_dir), str(tmp_path / "missing")], driver=driver)
+    assert record == {"env": {"OMP_NUM_THREADS": "1"}, "sys_path": ["/a", "/b"], "hooks": {},
+                      "pth": {str(site_dir / "a.pth"): {"sha256": sha256(site_dir / "a.pth"), "runs_code": True},
+                              str(site_dir / "b.pth"): {"sha256": sha256(site_dir / "b.pth"), "runs_code": False}},
+                      "neuron_driver": "2.19.64.0"}
+    lines = flattened(record)
+    assert lines == {"env OMP_NUM_THREADS": "1", "sys.path": "/a, /b",
+                     "pth a.pth": f"sha256 {sha256(site_dir / 'a.pth')[:12]}, runs code",
+                     "pth b.pth": f"sha256 {sha256(site_dir / 'b.pth')[:12]}", "neuron driver": "2.19.64.0"}
+    assert flattened({}) == {"sys.path": "", "neuron driver": "-"}
+    assert differences(record, {**record, "neuron_driver": None}) == [("neuron driver", "2.19.64.0", "-")]
+    assert differences({}, {"env": {"OMP_NUM_THREADS": "1"}}) == [("env OMP_NUM_THREADS", "-", "1")]
