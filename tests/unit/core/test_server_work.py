@@ -47,3 +47,38 @@ def test_a_batch_is_the_difference_around_it_and_a_change_is_named_per_count():
                                    {"engine_steps": 28.0, "generation_tokens": 64.0})
     assert moved == ["+12 engine_steps/batch (16 -> 28)"]
     assert set(COUNTERS) >= {"engine_steps", "preemptions", "prefix_cache_hits"}
+
+
+# the parser's and the record's edges (survivors of the generated mutants, nox -s mutation), each pinned
+def test_each_sample_is_read_with_its_labels_and_comments_and_unreadable_values_are_skipped():
+    from harness.core.server_work import prometheus_samples
+
+    text = ('# HELP x y\n\nvllm:a{model_name="m",path="a\\"b"} 3\nvllm:b 2.5e1\nvllm:c{x="1"} NaNx\n'
+            "  not a sample\nvllm:d{} +Inf\n")
+    samples = prometheus_samples(text)
+    assert samples[:2] == [("vllm:a", {"model_name": "m", "path": 'a\\"b'}, 3.0), ("vllm:b", {}, 25.0)]
+    assert len(samples) == 3 and samples[2][0] == "vllm:d" and samples[2][2] == float("inf")
+
+
+def test_a_sample_without_a_model_label_counts_for_any_model_and_each_counter_keeps_its_own_name():
+    text = ("vllm:iteration_tokens_total_count 5\nvllm:generation_tokens_total 7\nvllm:num_preemptions_total 2\n"
+            "vllm:prefix_cache_queries_total 9\nvllm:prefix_cache_hits_total 4\nvllm:iteration_tokens_total_sum 11\n"
+            "vllm:prompt_tokens_total 3\nvllm:request_success_total 1\n")
+    assert counters(text, "carbon-tiny") == {"engine_steps": 5.0, "generation_tokens": 7.0, "preemptions": 2.0,
+                                             "prefix_cache_queries": 9.0, "prefix_cache_hits": 4.0,
+                                             "step_tokens": 11.0, "prompt_tokens": 3.0, "requests": 1.0}
+    with pytest.raises(ServerWorkError, match=r"^the server's /metrics carry no vllm:generation_tokens_total: it runs "
+                                              r"with --disable-log-stats, or is not vLLM \(a served side's work is "
+                                              r"then not counted\)$"):
+        counters("vllm:iteration_tokens_total_count 5\n")
+
+
+def test_a_batch_record_names_its_source_and_a_count_absent_before_starts_from_zero():
+    from harness.core.server_work import SOURCE
+
+    work = batch_work({"engine_steps": 10.0}, {"engine_steps": 14.0, "preemptions": 2.0}, 2)
+    assert work == {"source": SOURCE, "requests_sent": 2, "counts": {"engine_steps": 4.0, "preemptions": 2.0},
+                    "python_calls_note": "Python calls are not counted on a served side: they would be the client's"}
+    assert describe_server_change({}, {"preemptions": 4.0, "engine_steps": 3.0}) == [
+        "+3 engine_steps/batch (0 -> 3)", "+4 preemptions/batch (0 -> 4)"]  # in COUNTERS' order
+    assert describe_server_change({"requests": 2.0}, {}) == ["-2 requests/batch (2 -> 0)"]
