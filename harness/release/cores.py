@@ -55,7 +55,7 @@ def read_back(who: str, server: Any, planned: str | None, neuron_ls: Path | None
     this host; None, not asked), its view is read too: a process of the group that it lists on a device outside
     ``planned`` is one outside its cores. Raises ReleaseCheckError (the server stopped) when one runs outside
     ``planned``."""
-    from harness.core.neuron_visibility import CHOSEN_SOURCE, given_cores
+    from harness.core.neuron_visibility import CHOSEN_SOURCE, VISIBLE_DEVICES, given_cores
     from harness.serving.process_group import group_members
 
     pid = server.proc.pid
@@ -77,8 +77,19 @@ def read_back(who: str, server: Any, planned: str | None, neuron_ls: Path | None
             server.stop()
             raise ReleaseCheckError(f"{problem}: a server outside its NeuronCores would take the other side's "
                                     f"(its log: {server.log_path})")
+    handed = next((r["cores"] for r in records if r.get("pid") == pid and r.get("variable") == VISIBLE_DEVICES), None)
+    if handed is not None:  # a 2.32+ server: each worker's core from its log (harness.release.worker_cores)
+        from harness.release.worker_cores import worker_cores
+
+        log = server.log_path.read_text(errors="replace") if server.log_path.is_file() else ""
+        workers, problems = worker_cores(who, log, handed, planned)
+        records += workers
+        if problems:
+            server.stop()
+            raise ReleaseCheckError(f"{problems[0]}: a server outside its NeuronCores would take the other side's "
+                                    f"(its log: {server.log_path})")
     if planned is not None:
-        seen, problems = neuron_ls_read(who, {r["pid"] for r in records}, planned, neuron_ls)
+        seen, problems = neuron_ls_read(who, {r["pid"] for r in records if "pid" in r}, planned, neuron_ls)
         records += seen
         if problems:
             server.stop()
@@ -171,7 +182,9 @@ def record(plan: CheckPlan, cores: CorePlan | None, read_backs: list[dict[str, A
     rounds = {s.name: round_read_back(plan.out, s) for s in (plan.baseline, plan.candidate) if s.backend == "neuron"}
     wrong = [f"the {name}'s perf rounds ran with {VISIBLE_CORES}={sorted(set(map(str, got)))}, planned "
              f"{cores.ranges[name]}" for name, got in rounds.items() if got and set(got) != {cores.ranges[name]}]
-    return {"plan": cores.to_dict(), "servers": read_backs, "rounds": rounds, "events": events, "problems": wrong}
+    workers = [r for r in read_backs if "worker_core" in r or "worker_log" in r]  # harness.release.worker_cores
+    return {"plan": cores.to_dict(), "servers": [r for r in read_backs if r not in workers], "workers": workers,
+            "rounds": rounds, "events": events, "problems": wrong}
 
 
 def markdown(neuron_cores: dict[str, Any]) -> list[str]:
@@ -180,7 +193,11 @@ def markdown(neuron_cores: dict[str, Any]) -> list[str]:
         return []
     lines = ["### NeuronCores", "", f"{cores['scheme']} on {cores['instance']} ({cores['logical_cores']} logical "
              f"cores): " + ", ".join(f"{k} `{v}`" for k, v in cores["ranges"].items()) + f". {cores['reason']}.", ""]
-    for r in neuron_cores.get("servers", []):
+    servers = neuron_cores.get("servers", [])
+    workers = [r for r in servers if "worker_core" in r or "worker_log" in r] + neuron_cores.get("workers", [])
+    for r in servers:
+        if r in workers:  # worker_cores.markdown, below
+            continue
         if "neuron_ls" in r:
             seen = r["neuron_ls"]
             lines.append(f"- neuron-ls: the {r['who']}'s server process {seen['pid']} on device {seen['device']} "
@@ -189,6 +206,10 @@ def markdown(neuron_cores: dict[str, Any]) -> list[str]:
         got = f"not readable ({r['unreadable']})" if "unreadable" in r else \
             f"{r.get('variable') or VISIBLE_CORES}={r.get('cores', r.get(VISIBLE_CORES))} (planned {r.get('planned')})"
         lines.append(f"- the {r['who']}'s server process {r['pid']}: {got}")
+    if servers:
+        from harness.release import worker_cores
+
+        lines += worker_cores.markdown(workers)
     for name, got in neuron_cores.get("rounds", {}).items():
         lines.append(f"- the {name}'s perf rounds: {VISIBLE_CORES}={', '.join(sorted(set(map(str, got)))) or '-'}")
     efa = sorted({f"{r['who']}: NEURON_SKIP_EFA_AFFINITY={r.get('skip_efa_affinity') or 'unset'}"

@@ -283,10 +283,12 @@ def test_the_migration_nxdi_cpu_to_vllm_cpu_passes_as_the_trn2_served_leg_runs_i
     candidate = verdict["sides"]["candidate"]["versions"]  # and the perf rounds' server, started as users time one
     assert (candidate["max_logprobs_contract"], candidate["max_logprobs_perf"]) == (max_logprobs(get_shape("smoke")), 0)
     assert args["dtype"] == "float32" and verdict["sides"]["candidate"]["dtype"] == "fp32"  # what it was given
-    assert args["additional_config"]["neuron_config"]["on_device_sampling_config"] == {"all_greedy": True}
+    # the contract's server samples on the host, synchronously (harness.core.vllm_neuron_args.CONTRACT)
+    assert args["additional_config"]["neuron_config"]["on_device_sampling_config"] is None
+    assert args["async_scheduling"] is False and candidate["server_timed"].startswith("timed server: on-device")
     cores = verdict["neuron_cores"]
     assert cores["plan"]["scheme"] == "disjoint" and cores["plan"]["ranges"] == {"baseline": "0-3", "candidate": "4-7"}
-    read = [s for s in cores["servers"] if "unreadable" not in s]
+    read = [s for s in cores["servers"] if "pid" in s and "unreadable" not in s]
     assert len(read) >= 2, cores["servers"]  # the API server and its engine core (SPT_NOENV keeps theirs readable)
     # the 2.32+ plugin's variable, exactly the planned range, never the variable its workers stop on
     assert {(s["variable"], s["cores"], s["NEURON_RT_VISIBLE_CORES"]) for s in read} == \
@@ -318,7 +320,7 @@ def test_the_migration_on_a_3xlarge_stops_the_server_for_the_baselines_turns(tmp
     assert [e["action"] for e in events] == ["start", "stop", "start", "stop", "start", "stop", "start"], events
     assert [e["for"] for e in events if e["action"] == "stop"] == ["baseline", "the perf rounds' timed server",
                                                                    "baseline"]
-    read = [s for s in cores["servers"] if "unreadable" not in s]
+    read = [s for s in cores["servers"] if "pid" in s and "unreadable" not in s]
     assert {(s["variable"], s["cores"]) for s in read} == {("NEURON_VISIBLE_DEVICES", "0-3")} and len(read) >= 4 * 2
     assert (out / "candidate" / "vllm-server.log").read_text().count("carbon-harness vllm-serve: env ") == 4
 
@@ -352,7 +354,7 @@ def assert_both_served_as_the_workflow_serves(verdict: dict, out: Path) -> None:
     cores = verdict["neuron_cores"]
     assert cores["plan"]["scheme"] == "disjoint" and cores["plan"]["ranges"] == {"baseline": "0-3", "candidate": "4-7"}
     for side, planned in cores["plan"]["ranges"].items():
-        read = [s for s in cores["servers"] if s["who"] == side and "unreadable" not in s]
+        read = [s for s in cores["servers"] if s["who"] == side and "pid" in s and "unreadable" not in s]
         assert read and {(s["variable"], s["cores"]) for s in read} == {("NEURON_VISIBLE_DEVICES", planned)}, read
         assert (out / side / "vllm-server.log").read_text().count("carbon-harness vllm-serve: env ") == 2
         versions = verdict["sides"][side]["versions"]
@@ -402,7 +404,7 @@ def test_vllm_neuron_to_vllm_neuron_on_a_3xlarge_takes_turns(tmp_path, vllm_032)
     assert cores["plan"]["scheme"] == "exclusive" and cores["plan"]["ranges"] == {"baseline": "0-3", "candidate": "0-3"}
     stops = [e for e in cores["events"] if e["action"] == "stop"]
     assert {e["server"] for e in stops} == {"baseline", "candidate"}, cores["events"]
-    read = [s for s in cores["servers"] if "unreadable" not in s]
+    read = [s for s in cores["servers"] if "pid" in s and "unreadable" not in s]
     assert {(s["who"], s["variable"], s["cores"]) for s in read} == {
         ("baseline", "NEURON_VISIBLE_DEVICES", "0-3"), ("candidate", "NEURON_VISIBLE_DEVICES", "0-3")}
     assert verdict["contract"]["carbon-tiny-smoke"]["reasons"] == []

@@ -136,7 +136,7 @@ def test_every_process_of_the_servers_group_is_read_back_not_only_its_first(tmp_
         s.start().wait_ready(60)
         if problem is None:
             records = read_back("candidate", s, "4-7", neuron_ls=None)
-            assert sorted(r["cores"] for r in records) == ["4-7", "5"], records
+            assert sorted(r["cores"] for r in records if "pid" in r) == ["4-7", "5"], records  # each process
         else:
             with pytest.raises(ReleaseCheckError, match=re.escape(problem)) as caught:
                 read_back("candidate", s, "4-7", neuron_ls=None)
