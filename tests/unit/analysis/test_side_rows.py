@@ -69,3 +69,29 @@ def test_a_divergence_past_the_single_runs_end_is_refused():
     side["prompts"][0]["batched"]["rows"][0].append(side["prompts"][0]["batched"]["rows"][0][-1])
     with pytest.raises(ContractError, match=f"{n + 1} batched rows for {n} unpadded own rows"):
         judged(side)
+
+
+# side_rows called directly (survivors of the generated mutants, nox -s mutation)
+def test_without_cut_rows_there_is_nothing_to_pair_and_why_a_side_scored_none_is_its_first_reason():
+    from harness.analysis.side_rows import padded_rows
+    from harness.analysis.threeway import Aligned
+
+    assert padded_rows(SIDE, None) == ([], "")
+    side = {"prompts": [{"name": "a", "padded": {"rows_not_measured": "first"}, "sequences": {}},
+                        {"name": "b", "padded": {"rows_not_measured": "second"}, "sequences": {}}]}
+    assert padded_rows(side, Aligned("cut")) == ([], "first")
+
+
+def test_a_batched_row_is_paired_position_by_position_from_where_its_sequence_starts():
+    from harness.analysis.side_rows import batched_rows, paired
+    from harness.core.scored import ScoredToken
+
+    single = {("p", 7): ("t7", "r7", "y7"), ("p", 8): ("t8", "r8", "y8")}
+    rows = [[1, -0.5, [[1, -0.5]]], [2, -0.25, [[2, -0.25]]]]
+    got = paired("p", 7, rows, single)
+    assert got == [("p", 7, ScoredToken.from_list(rows[0]), "t7", "r7", "y7"),
+                   ("p", 8, ScoredToken.from_list(rows[1]), "t8", "r8", "y8")]
+    unmeasured = {"prompts": [{"name": "a", "batched": {"rows_not_measured": "one request at a time"}},
+                              {"name": "b", "batched": {"rows_not_measured": "later"}}]}
+    assert batched_rows(unmeasured, []) == ({}, "one request at a time")
+    assert batched_rows({"prompts": [{"name": "a"}]}, []) == ({}, "")
