@@ -23,7 +23,19 @@ PG_BINARIES = ("initdb", "pg_ctl", "postgres")
 NOBODY = 65534  # initdb refuses to run as root: the server runs as nobody there
 
 
+def pg_bin() -> Path | None:
+    """The directory of the server's binaries: on PATH, else Debian's and Ubuntu's newest
+    /usr/lib/postgresql/VERSION/bin (the package puts them there, off PATH; GitHub's runners have one)."""
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name)
+                      if p.parent.name.isdigit() else 0)
+    return versions[-1] if versions else None
+
+
 def pg_command(args: list[str]) -> list[str]:
+    args = [str(pg_bin() / args[0]), *args[1:]]
     if os.geteuid() != 0:
         return args
     return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *args]
@@ -32,10 +44,11 @@ def pg_command(args: list[str]) -> list[str]:
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory):
     """``postgresql+psycopg://carbon@127.0.0.1:PORT`` (trust auth on loopback only)."""
-    missing = [b for b in PG_BINARIES if shutil.which(b) is None]
+    where = pg_bin()
+    missing = [b for b in PG_BINARIES if where is None or not (where / b).is_file()]
     if missing:
-        pytest.skip(f"no {', '.join(missing)} on PATH: apt-get install postgresql (and put its bin/ on PATH) to run "
-                    "the history tests against PostgreSQL")
+        pytest.skip(f"no PostgreSQL server binaries ({', '.join(missing)}) on PATH or under /usr/lib/postgresql: "
+                    "apt-get install postgresql to run the history tests against PostgreSQL")
     pytest.importorskip("psycopg", reason="PostgreSQL needs psycopg: pip install -e '.[history]'")
     # not under pytest's basetemp: as root that is private to root, and the server runs as nobody
     base = Path(tempfile.mkdtemp(prefix="carbon-history-pg-"))
