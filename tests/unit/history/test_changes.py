@@ -104,6 +104,11 @@ def test_sqlite_and_postgresql_give_the_same_changes(store_url, sqlite_url, tmp_
     add(store_url, paths)
     add(sqlite_url, paths)
     assert changes_of(store_url) == changes_of(sqlite_url) != []
+    pages = []
+    for i, url in enumerate((store_url, sqlite_url)):
+        assert main(["history", "site", str(tmp_path / f"site{i}"), "--store", url]) == 0
+        pages.append((tmp_path / f"site{i}" / "index.html").read_text())
+    assert pages[0] == pages[1] and 'class="change"' in pages[0]
 
 
 def points_of(values: list[float], direction: str = "max") -> list[dict]:
