@@ -91,7 +91,7 @@ def timing_note(name: str, base: WorkCount, new: WorkCount, changes: list[str], 
     """What a timing FAIL's work says: the same work, or a change too small to explain the slowdown (ops and
     bytes equal, Python calls grown by less than ``EXPLAINS`` of it: a planted sleep or spin is a call or a few
     more), so kernels, environment or machine; else the work that grew."""
-    g = growth(base.python_calls, new.python_calls) or 0.0
+    g = grown_from(base.python_calls, new.python_calls) or 0.0  # from none to some: grown
     same_ops = (base.aten_ops, base.bytes_allocated) == (new.aten_ops, new.bytes_allocated)
     if not changes or (same_ops and slower is not None and abs(g) < EXPLAINS * slower):
         moved = f" (Python calls {100 * g:+.2f}%, against {100 * slower:+.1f}% slower)" if changes and slower else ""

@@ -282,3 +282,95 @@ def test_a_count_one_server_exports_and_the_other_does_not_reads_as_zero_there()
     base, new = served_counts("b", {}), served_counts("c", {"prefix_cache_hits": 12.0})
     found = work_section(base, new, gate_pct=2.0)
     assert found.served[0]["counts"]["prefix_cache_hits"] == [0.0, 12.0] and found.reasons == []
+
+
+# survivors of the generated mutants (nox -s mutation), each pinned
+def two_benchmarks(name: str, tkg: tuple[float, ...], cte: tuple[float, ...]) -> SideReport:
+    """Rounds of two benchmarks: test_cte's calls per round listed first, then test_tkg's (ops 144 each)."""
+    report = SideReport(name)
+    for k, (c, t) in enumerate(zip(cte, tkg), 1):
+        report.rounds[k] = [BenchResult(bench, "x", {"work": WorkCount(3, calls, {"f": calls}, 144.0, {"mm": 144.0},
+                                                                       8e5).to_dict()}, 0.01)
+                            for bench, calls in (("test_cte[carbon-tiny-smoke]", c), (TKG, t))]
+    return report
+
+
+def test_each_benchmark_is_gated_on_its_own_after_another_is_not():
+    """The first benchmark (test_cte) unstable, the second (test_tkg) grown: the second still fails."""
+    found = work_section(two_benchmarks("b", (4000, 4000), (900, 907)), two_benchmarks("c", (4400, 4400), (900, 900)),
+                         gate_pct=2.0)
+    assert [r["benchmark"] for r in found.rows] == ["test_cte[carbon-tiny-smoke]", TKG]
+    assert len(found.reasons) == 1 and TKG in found.reasons[0] and "not gated" in found.notes[0]
+    grown_first = work_section(two_benchmarks("b", (4000,), (900,)), two_benchmarks("c", (4400,), (990,)),
+                               gate_pct=2.0)
+    assert len(grown_first.reasons) == 2  # both grew 10%
+    off = work_section(two_benchmarks("b", (4000,), (900,)), two_benchmarks("c", (4400,), (990,)))
+    assert off.reasons == [] and len(off.rows) == 2
+
+
+def test_a_step_with_no_calls_or_ops_on_either_side_is_no_growth():
+    empty = lambda name: counted(name, (0, 0))  # noqa: E731
+    assert work_section(empty("b"), empty("c"), gate_pct=2.0).reasons == []
+
+
+def test_a_reason_names_at_most_three_changes():
+    base = WorkCount(3, 100.0, {"a": 25.0, "b": 25.0, "c": 25.0, "d": 25.0}, 144.0, {"mm": 144.0}, 8e5)
+    new = WorkCount(3, 200.0, {"a": 50.0, "b": 50.0, "c": 50.0, "d": 50.0}, 144.0, {"mm": 144.0}, 8e5)
+    sides = []
+    for name, work in (("b", base), ("c", new)):
+        report = SideReport(name)
+        report.rounds[1] = [BenchResult(TKG, "x", {"work": work.to_dict()}, 0.01)]
+        sides.append(report)
+    reason = work_section(*sides, gate_pct=2.0).reasons[0]
+    assert reason.count("; ") == 2 and reason.endswith("+25 Python calls/step in b")
+
+
+def test_the_rows_show_each_sides_own_ops_bytes_and_rounds():
+    base, new = counted("b", (4000, 100), bytes_=1e5), counted("c", (4000, 120), (4000, 120), bytes_=3e5)
+    line = next(x for x in work_section(base, new).markdown() if x.startswith(f"| `{TKG}`"))
+    assert line == f"| `{TKG}` | 4000 / 4000 | 100 / 120 | 100000 / 300000 | 1 / 2 |"
+
+
+def test_a_timing_fail_at_exactly_a_quarter_of_the_slowdown_in_calls_is_explained_by_them():
+    """+6.25% calls against 25% slower: the calls explain it (the bound is strict)."""
+    found = work_section(counted("b", (4096, 144)), counted("c", (4352, 144)), timing_failed={TKG: 0.25})
+    assert "its work per step grew" in found.notes[0]
+    calm = work_section(counted("b", (4096, 144)), counted("c", (4352, 144)), timing_failed={TKG: 0.2500001})
+    assert "same work, slower" in calm.notes[0]
+    from_none = work_section(counted("b", (0, 144)), counted("c", (40, 144)), timing_failed={TKG: 0.3})
+    assert "its work per step grew" in from_none.notes[0]  # calls from none to some are no "same work"
+
+
+def test_a_served_count_one_rounds_lack_is_read_as_zero_and_the_gate_is_strict_at_pct():
+    base, new = served_counts("b", {}), served_counts("c", {"preemptions": 1.0})
+    for r in base.rounds.values():
+        r[0].extra["server_work"]["counts"].pop("preemptions")
+    assert work_section(base, new, gate_pct=2.0).reasons[0].endswith("preemptions 0 -> 1")
+    exact = work_section(served_counts("b", {"engine_steps": 128.0}), served_counts("c", {"engine_steps": 160.0}),
+                         gate_pct=25.0)
+    assert exact.reasons == []  # +25.0% against --gate-work 25%: not beyond it
+    two = work_section(served_counts("b", {"engine_steps": 100.0, "preemptions": 0.0}),
+                       served_counts("c", {"engine_steps": 130.0, "preemptions": 2.0}), gate_pct=2.0)
+    assert two.reasons[0].endswith("engine_steps +30.0%; preemptions 0 -> 2")
+    only_new = served_counts("c", {"prefix_cache_hits": 3.0})
+    assert work_section(served_counts("b", {}), only_new).served[0]["counts"]["prefix_cache_hits"] == [0.0, 3.0]
+    gone = served_counts("b", {"prefix_cache_hits": 3.0})
+    assert work_section(gone, served_counts("c", {})).served[0]["counts"]["prefix_cache_hits"] == [3.0, 0.0]
+
+
+def test_a_servers_notes_name_the_side_without_counters_and_at_most_four_changes_each_benchmark():
+    found = work_section(served_side("baseline", 128), served_side("candidate", 0, note="no vllm:x"), gate_pct=2.0)
+    assert found.notes[0] == "the candidate's server work was not counted: no vllm:x"
+    moved = served_counts("c", {"engine_steps": 1.0, "step_tokens": 2.0, "prompt_tokens": 3.0, "preemptions": 4.0,
+                                "generation_tokens": 5.0})
+    note = work_section(served_counts("b", {}), moved).notes[0]
+    assert note.count("; ") == 3
+    more = SideReport("b2")
+    more.rounds = {1: [*served_counts("b", {}).rounds[1],
+                       BenchResult("test_e2e[other]", "x", {"server_work": {"counts": {"engine_steps": 1.0}}}, 0.1)]}
+    new = SideReport("c2")
+    new.rounds = {1: [*served_counts("c", {}).rounds[1],
+                      BenchResult("test_e2e[other]", "x", {"server_work": {"counts": {"engine_steps": 9.0}}}, 0.1)]}
+    gated = work_section(more, new, gate_pct=2.0)
+    assert [r["benchmark"] for r in gated.served] == [E2E, "test_e2e[other]"] and len(gated.reasons) == 1
+    assert len(work_section(more, new).served) == 2
