@@ -54,7 +54,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
                           "newest_regressions": len(regressions)}, indent=2))
     else:
         series = len({tuple(p[k] for k in ("figure", "benchmark", "model", "shape", "backend", "dtype", "hardware"))
-                      for p in pts})
+                      for p in pts if args.figure in (None, p["figure"])})
         print(f"{len(changes)} change points in {series} series ({len(regressions)} regressions in the newest runs)")
         for c in changes:
             print(("! " if c.regression and c.newest else "  ") + c.describe())

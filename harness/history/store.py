@@ -82,13 +82,14 @@ def transactional_ddl(engine: sa.Engine) -> None:
 def connected(url: str | None) -> Iterator[sa.Connection]:
     """One transaction on the store at its newest schema: committed when the block ends, rolled back on
     any error. A store that cannot be reached is one ``HistoryError`` naming it."""
-    engine = make_engine(resolve_url(url))
+    resolved = resolve_url(url)
+    engine = make_engine(resolved)
     try:
         try:
             conn = engine.connect()
         except sa.exc.OperationalError as exc:
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-            raise HistoryError(f"history store {shown(engine.url)} cannot be reached: {reason}") from None
+            raise HistoryError(f"history store {shown(sa.make_url(resolved))} cannot be reached: {reason}") from None
         with conn, conn.begin():
             upgrade(conn)
             yield conn
