@@ -288,6 +288,8 @@ class ContractResult:
     divergences: list[Divergence] = field(default_factory=list)
     identical: int = 0
     prompts: int = 0
+    leg: str | None = None  # the leg it was judged in (harness.release.legs), where the check ran more than one
+    where: dict[str, str] = field(default_factory=dict)  # each side's place in that leg, in words
 
     @property
     def last_position(self) -> int:
@@ -298,12 +300,13 @@ class ContractResult:
         return {"reasons": self.reasons, "notes": self.notes, "sides": [s.to_dict() for s in self.sides],
                 "last_position": self.last_position,
                 "identical_prompts": self.identical, "prompts": self.prompts,
-                "divergences": [d.__dict__ for d in self.divergences]}
+                "divergences": [d.__dict__ for d in self.divergences], "leg": self.leg, "where": self.where}
 
     def markdown(self) -> list[str]:
+        title = "### Output contract" + (f", {self.leg} leg" if self.leg else "")
         if not self.sides:  # nothing compared: why (not measured, a side wrote none, different weights)
-            return ["### Output contract", ""] + [f"- {n}" for n in self.reasons + self.notes] + [""]
-        lines = ["### Output contract (each side and its yardstick against the fp32 transformers reference)", "",
+            return [title, ""] + [f"- {n}" for n in self.reasons + self.notes] + [""]
+        lines = [f"{title} (each side and its yardstick against the fp32 transformers reference)", "",
                  f"Greedy tokens identical between the sides on {self.identical} of {self.prompts} prompts.", "",
                  "| side | dtype | yardstick | sequence | positions | σ ratio | signed t (top-1 / margin) | largest per "
                  "position | top-5 | top-50 | top-1000 | all | top-1 | near-tie | FNS σ ratio | |",

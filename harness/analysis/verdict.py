@@ -32,6 +32,7 @@ from typing import Any
 
 from harness.analysis.compare import Tolerances
 from harness.analysis.contract import ContractResult
+from harness.analysis.contract_legs import fp32_leg_ran, leg_records, legs_markdown
 from harness.analysis.contract_notes import leg_caveat
 from harness.analysis.pairing import FigureChange, Pairing, SideReport, fmt_value, pair_rounds
 from harness.analysis.results import CaseOutcome
@@ -89,6 +90,8 @@ class Verdict:
         """What an output contract judged in a leg other than fp32 cannot exclude (the candidate's dtype is the
         leg: ``harness.analysis.contract_notes``), said beside the verdict's word."""
         dtypes = {s.dtype for c in self.contract.values() for s in c.sides if s.who == "candidate"}
+        if fp32_leg_ran(self.contract):  # the fp32 leg ran beside it (harness.analysis.contract_legs)
+            return []
         return [caveat for d in sorted(dtypes) if (caveat := leg_caveat(d))]
 
     def summary(self) -> str:
@@ -105,7 +108,7 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         d = self.design
         return {"schema": VERDICT_SCHEMA, "verdict": self.word, "reasons": self.reasons, "warnings": self.warnings,
-                "contract_legs": self.legs,
+                "contract_legs": self.legs, "legs": leg_records(self.contract),
                 "inconclusive": [o.to_dict() for o in self.open], "fail_on_likely": self.fail_on_likely,
                 "mode": self.mode,
                 "rounds": self.rounds, "confidence": self.confidence, "tolerance": self.tolerance,
@@ -121,7 +124,7 @@ class Verdict:
     def markdown(self) -> str:
         lines = [f"**Warning: {w}**" for w in self.warnings] + ([""] if self.warnings else [])
         lines += [f"## Release check: {self.word}", ""] + [f"Output contract: {leg}." for leg in self.legs]
-        lines += [""] if self.legs else []
+        lines += ([""] if self.legs else []) + legs_markdown(leg_records(self.contract))
         base, cand = self.sides.get("baseline", {}), self.sides.get("candidate", {})
         lines += ["| | baseline | candidate |", "|---|---|---|"]
         for key in sorted(set(base.get("versions", {})) | set(cand.get("versions", {}))):
