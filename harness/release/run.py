@@ -43,6 +43,7 @@ from harness.release.plan import (
 )
 from harness.release.devices import device_records, focus_on
 from harness.release.images import side_process
+from harness.release.legs_run import judge_legs, own_sides
 from harness.release.rounds import perf_rounds
 
 
@@ -342,8 +343,8 @@ def run_check(plan: CheckPlan, tolerances: Tolerances, confidence: float,
         contracts: dict[str, ContractResult] = {}
         if plan.conformance:
             conformance(plan, reports, timeout, progress, focus)
-            contracts = judge_contracts(plan, reports, timeout, progress)
-            for judged in (s for c in contracts.values() for s in c.sides):
+            contracts = judge_legs(plan, reports, timeout, progress, judge_contracts, start_servers)  # and fp32's
+            for judged in own_sides(contracts):  # its own leg's (the fp32 leg's are that leg's)
                 reports[judged.who].dtype = judged.dtype  # what its engines reported computing in
         stopped = reports[plan.baseline.name].session_errors
         if stopped:  # an environment that cannot even start its tests: no perf round can run there either

@@ -13,11 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("sqlalchemy", reason="the history store needs SQLAlchemy: pip install -e '.[history]'")
-pytest.importorskip("alembic", reason="the history store needs Alembic: pip install -e '.[history]'")
-pytest.importorskip("otava", reason="history changes need Apache Otava: pip install --no-deps apache-otava==0.8.0")
-
-from harness.core.ports import free_port  # noqa: E402
+from harness.core.ports import free_port
 
 PG_BINARIES = ("initdb", "pg_ctl", "postgres")
 NOBODY = 65534  # initdb refuses to run as root: the server runs as nobody there

@@ -12,10 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.cli import main
-from harness.history.changes import MAX_PVALUE, find_changes, newest_runs, series_changes
-from harness.history.store import add, connected, points
-from tests.unit.history import series
+from tests.unit.history.needs import require
+
+require()
+
+from harness.cli import main  # noqa: E402
+from harness.history.changes import MAX_PVALUE, find_changes, newest_runs, series_changes  # noqa: E402
+from harness.history.store import add, connected, points  # noqa: E402
+from tests.unit.history import series  # noqa: E402
 
 TKG = "tkg_ms_p50"
 

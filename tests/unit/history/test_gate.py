@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 
-from harness.cli import main
-from harness.history.gate import MIN_HISTORY, judge, prediction_interval
-from harness.history.records import run_of
-from harness.history.store import add, connected, points
-from tests.unit.history import series
+from tests.unit.history.needs import require
+
+require()
+
+from harness.cli import main  # noqa: E402
+from harness.history.gate import MIN_HISTORY, judge, prediction_interval  # noqa: E402
+from harness.history.records import run_of  # noqa: E402
+from harness.history.store import add, connected, points  # noqa: E402
+from tests.unit.history import series  # noqa: E402
 
 
 def history_and_new(tmp_path, factor: float):

@@ -11,9 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.history.store import add
-from tests.unit.history import series
+from tests.unit.history.needs import require
+
+require()
+
+from harness.cli import main  # noqa: E402
+from harness.history.store import add  # noqa: E402
+from tests.unit.history import series  # noqa: E402
 
 CHROMIUM = os.environ.get("CARBON_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

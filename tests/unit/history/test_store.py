@@ -8,14 +8,19 @@ import json
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
-from harness.cli import main
-from harness.core.paths import FIXTURES_DIR
-from harness.history import schema
-from harness.history.records import HistoryError, read_source, release_label
-from harness.history.store import add, connected, counts, default_url, points, resolve_url, revision
-from tests.unit.history.series import REAL
+from tests.unit.history.needs import require
+
+require()
+
+import sqlalchemy as sa  # noqa: E402
+
+from harness.cli import main  # noqa: E402
+from harness.core.paths import FIXTURES_DIR  # noqa: E402
+from harness.history import schema  # noqa: E402
+from harness.history.records import HistoryError, read_source, release_label  # noqa: E402
+from harness.history.store import add, connected, counts, default_url, points, resolve_url, revision  # noqa: E402
+from tests.unit.history.series import REAL  # noqa: E402
 
 RECORDED = FIXTURES_DIR / "docs" / "recorded" / "perf-main.json"
 FIRST = REAL / "run-01.json"
