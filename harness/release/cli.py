@@ -28,6 +28,7 @@ from harness.core.storage import atomic_write_json, atomic_write_text
 from harness.core.verdicts import exit_code
 from harness.release.device_options import add_device_options, stash_image_pythons, with_device_options
 from harness.release.errors import CheckStopped, ReleaseCheckError, stop_on_signals
+from harness.release.legs import parse_legs, split_legs, with_legs
 from harness.release.plan import CONFORMANCE_MARKERS, CheckPlan, Side
 from harness.release.run import run_check
 
@@ -71,7 +72,7 @@ def design_of(args: argparse.Namespace) -> Design:
         if high < low:
             raise ReleaseCheckError(f"--max-rounds {high} is below --min-rounds {low}")
     return Design(min_pairs=low, max_pairs=high, alpha=1.0 - args.confidence, beta=DEFAULT_DESIGN.beta,
-                  resolve=args.resolve, legs=args.legs)
+                  resolve=args.resolve, legs=split_legs(args.legs)[0])
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -135,8 +136,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "transformers) in process CPU time, which a busy neighbour disturbs least and a sleep or a "
                         "wait does not spend; wall times them in wall time; cpu is auto's choice, refused for a "
                         "served or device side, whose work is outside the client's process")
-    p.add_argument("--legs", type=parse_positive_int, default=1, metavar="N",
-                   help="checks merged into one verdict (--merge): each spends 1/N of the false-alarm budget")
+    p.add_argument("--legs", type=parse_legs, action="append", metavar="LEGS|N",
+                   help="the output contract's legs: bf16,fp32 (default where the sides compute in bf16: the contract "
+                        "again in fp32, on a Trn2 host in each stack's CPU mode, no second perf rounds) or bf16 (the "
+                        "sides' dtype alone); or N, checks merged into one verdict (--merge): each spends 1/N of the "
+                        "false-alarm budget")
     p.add_argument("--runs", type=parse_positive_int, default=5, help="timed runs per benchmark in a round (default 5)")
     p.add_argument("--max-regression", type=parse_tolerance, default=DEFAULT_TOLERANCE,
                    help="default tolerance of a gated timing (default 5%%)")
@@ -262,7 +266,7 @@ def cmd_release_check(args: argparse.Namespace) -> int:
     if plan.timer == "cpu" and not plan.in_process:
         raise ReleaseCheckError(f"--timer cpu: {plan.baseline.backend} -> {plan.candidate.backend} does its work "
                                 "outside the client's process (a server or a device); give --timer wall or auto")
-    plan = with_device_options(args, plan, image_pythons)
+    plan = with_legs(with_device_options(args, plan, image_pythons), args.legs)
     previous = stop_on_signals()
     try:
         verdict = run_check(plan, tolerances, args.confidence, fail_on_likely=args.fail_on_likely)

@@ -74,6 +74,7 @@ class CheckPlan:
     gate_work: float | None = None  # --gate-work: the host-work gate's tolerance in percent (None: off)
     timer: str = "auto"  # --timer: auto (process CPU time where both sides run on the host), cpu, or wall
     shared_runtime: str | None = None  # --accept-shared-runtime: the runtime mismatch the user accepted (verdict)
+    legs: tuple[str, ...] = ()  # --legs: the output contract's legs (harness.release.legs); () the sides' dtype alone
 
 
     @property

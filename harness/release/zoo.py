@@ -98,7 +98,7 @@ def command(case: Case, folder: Path, nxdi_source: Path, nxdi_python: str, vllm_
     baseline, and the candidate served by vLLM in ``vllm_python``, started by the check with the case's dtype)."""
     cmd = [sys.executable, "-m", "harness.cli", "release-check", "--conformance-only", "--conformance-markers",
            "contract", "--model", case.model, "--dtype", case.dtype, "--shape", case.shape, "--out", str(folder / "check"),
-           "--force"]
+           "--force", "--legs", case.dtype]  # each case one leg: a defect's fp32 leg is its own case (DEFECT-fp32)
     env = {**os.environ}
     hook = case.defect if case.defect in HOOKS else case.case if case.case in HOOKS else None
     if case.stack == "nxdi":
