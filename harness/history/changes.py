@@ -67,9 +67,9 @@ def group_series(points: list[dict[str, Any]], order: str = "time") -> dict[tupl
 
 
 def newest_runs(n: int) -> int:
-    """How many of a series' last runs count as "the newest" for the exit code: the half-window Otava
-    slides by over a series this long, at least one run, so a change found there is a change the
-    latest runs brought, not one the series has carried for a while."""
+    """How many of a series' last runs count as "the newest" for the exit code: the last sqrt(n) of n
+    (4 of 20, 10 of 100), at least one, so a change found there is one the latest runs brought, not
+    one the series has carried for a while (which exited 1 when it was new)."""
     return max(1, math.isqrt(n))
 
 

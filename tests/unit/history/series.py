@@ -36,7 +36,8 @@ def recorded_noise(benchmark: str = "test_tkg", figure: str = "tkg_ms_p50") -> f
 def planted(out: Path, factor: Callable[[int], float], figures: tuple[str, ...] = TIME_FIGURES,
             release: Callable[[int], str] | None = None, runs: int | None = None) -> list[Path]:
     """The real runs in their order, run ``i`` (from 1) with ``figures`` scaled by ``factor(i)`` and, with
-    ``release``, its ``neuron-sdk`` version set to ``release(i)``; written as ``out/run-NN.json``."""
+    ``release``, its NxDI version (``neuronx-distributed-inference``) set to ``release(i)``; written as
+    ``out/run-NN.json``."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, data in enumerate(real_runs()[:runs], 1):
@@ -46,7 +47,7 @@ def planted(out: Path, factor: Callable[[int], float], figures: tuple[str, ...] 
                 if isinstance(b["extra_info"].get(k), (int, float)):
                     b["extra_info"][k] *= factor(i)
         if release is not None:
-            data["carbon_harness"]["versions"]["neuron-sdk"] = release(i)
+            data["carbon_harness"]["versions"]["neuronx-distributed-inference"] = release(i)
         path = out / f"run-{i:02d}.json"
         path.write_text(json.dumps(data))
         paths.append(path)
@@ -67,5 +68,5 @@ def drift(out: Path, releases: int = 5, per_release: int = 4, slower: float = 0.
     def k(i: int) -> int:
         return (i - 1) // per_release
 
-    return planted(out, lambda i: (1 + slower) ** k(i), TKG_FIGURES, lambda i: f"2.{28 + k(i)}",
+    return planted(out, lambda i: (1 + slower) ** k(i), TKG_FIGURES, lambda i: f"0.{8 + k(i)}.0",
                    runs=releases * per_release)

@@ -69,7 +69,7 @@ def test_a_drift_of_releases_each_one_sigma_slower_is_found_by_the_fourth(sqlite
     assert found, "the drift over four releases was not found"
     assert {c.series["figure"] for c in found} <= set(series.TKG_FIGURES)
     assert any(c.series["figure"] == TKG and "test_tkg" in c.series["benchmark"] for c in found)
-    assert all(c.release.startswith("neuron-sdk=2.") for c in found)
+    assert all(c.release.startswith("neuronx-distributed-inference=0.") for c in found)
 
 
 def quiet_series(seed: int, n: int = 20) -> np.ndarray:
