@@ -95,3 +95,43 @@ def test_a_batched_row_is_paired_position_by_position_from_where_its_sequence_st
                               {"name": "b", "batched": {"rows_not_measured": "later"}}]}
     assert batched_rows(unmeasured, []) == ({}, "one request at a time")
     assert batched_rows({"prompts": [{"name": "a"}]}, []) == ({}, "")
+
+
+def test_a_side_without_prompts_or_sequences_has_no_reason_and_no_rows():
+    from harness.analysis.side_rows import batched_rows, padded_rows
+    from harness.analysis.threeway import Aligned
+
+    assert batched_rows({"prompts": []}, []) == ({}, "")
+    assert padded_rows({"prompts": []}, Aligned("cut")) == ([], "")
+    no_seq = {"prompts": [{"name": "a", "padded": {"rows": [[1, -0.5, [[1, -0.5]]]]}},
+                          {"name": "b", "padded": {}}, {"name": "c", "padded": {"rows_not_measured": "third"}}]}
+    assert padded_rows(no_seq, Aligned("cut")) == ([], "third")
+
+
+def test_batched_rows_of_a_sequence_the_side_or_the_judge_lacks_are_refused_naming_what_it_scored():
+    from harness.analysis.side_rows import batched_rows
+    from harness.analysis.threeway import Aligned
+
+    rows = [[1, -0.5, [[1, -0.5]]]]
+    bare = {"prompts": [{"name": "a", "batched": {"rows_of": ["own"], "rows": [rows]}}]}
+    with pytest.raises(ContractError, match=r"^prompt 'a': batched rows of 'own', a sequence this side did not score; "
+                                            r"known: $"):
+        batched_rows(bare, [Aligned("own")])
+    scored = {"prompts": [{"name": "a", "sequences": {"own": {"from": 4, "rows": rows}, "cut": {"from": 2, "rows": []}},
+                           "batched": {"rows_of": ["own"], "rows": [rows]}}]}
+    with pytest.raises(ContractError, match=r"batched rows of 'own', a sequence this side did not score; known: cut, "
+                                            r"own$"):
+        batched_rows(scored, [Aligned("cut")])
+
+
+def test_padded_rows_on_a_later_prompt_only_are_paired_and_a_measured_batch_has_no_reason():
+    side = copy.deepcopy(SIDE)
+    later = side["prompts"][1]
+    later["padded"]["rows"] = copy.deepcopy(later["sequences"]["cut"]["rows"])
+    side["prompts"][0]["padded"].pop("rows", None)
+    out = judged(side)
+    assert out.padded is not None and out.padded.positions == len(later["sequences"]["cut"]["rows"])
+    mixed = served()
+    mixed["prompts"][1]["batched"] = {"rows_not_measured": "the second prompt could not batch"}
+    notes = judged(mixed).notes
+    assert not any("not scored by log-probabilities (the second prompt" in n for n in notes), notes
