@@ -78,3 +78,16 @@ def test_the_page_in_chromium_shows_the_step_and_links_to_the_runs_report(step_s
     assert "run-11.json" in page.content()
     assert errors == []
     page.screenshot(path=str(step_site / "shot.png"))
+
+
+def test_the_release_check_table_shows_each_checks_pair_and_verdict(sqlite_url, tmp_path):
+    from tests.unit.history.test_store import release_check_dir
+
+    add(sqlite_url, [release_check_dir(tmp_path, "FAIL")])
+    assert main(["history", "site", str(tmp_path / "site"), "--store", sqlite_url]) == 0
+    index = (tmp_path / "site" / "index.html").read_text()
+    table = index[index.index('<table id="release-checks">'):index.index("</table>")]
+    assert table.count("<tr>") == 2 and '<td class="FAIL">FAIL</td>' in table
+    assert "transformers=4.57.6 torch=2.13.0+cpu</td><td>transformers=5.24.0 torch=2.13.0+cpu" in table
+    run_page = next((tmp_path / "site" / "runs").glob("run-*.html")).read_text()
+    assert "release check 1 (baseline, round 1)" in run_page
