@@ -156,7 +156,8 @@ def release_check_dir(tmp_path: Path, verdict: str = "PASS") -> Path:
 
 def test_a_release_check_directory_records_its_verdict_pair_and_rounds(store_url, tmp_path):
     out = release_check_dir(tmp_path, "FAIL")
-    add(store_url, [out])
+    assert [a.new for a in add(store_url, [out])] == [True]
+    assert [a.new for a in add(store_url, [out])] == [False]  # the same directory again: recorded once
     with connected(store_url) as conn:
         from harness.history.store import checks
 
