@@ -108,7 +108,7 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         d = self.design
         return {"schema": VERDICT_SCHEMA, "verdict": self.word, "reasons": self.reasons, "warnings": self.warnings,
-                "contract_legs": self.legs, "legs": leg_records(self.contract),
+                "contract_legs": self.legs, "output_contract_legs": leg_records(self.contract),
                 "inconclusive": [o.to_dict() for o in self.open], "fail_on_likely": self.fail_on_likely,
                 "mode": self.mode,
                 "rounds": self.rounds, "confidence": self.confidence, "tolerance": self.tolerance,

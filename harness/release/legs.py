@@ -35,8 +35,8 @@ def parse_legs(value: str) -> int | tuple[str, ...]:
     legs = tuple(v.strip() for v in value.split(","))
     bad = [v for v in legs if v not in LEGS]
     if bad or not legs:
-        raise argparse.ArgumentTypeError(f"{value!r}: give the contract's legs (bf16, or bf16,fp32) or a count N of checks merged "
-                         "into one verdict")
+        raise argparse.ArgumentTypeError(f"{value!r}: give the contract's legs (bf16, or bf16,fp32) or a count N "
+                                         "of checks merged into one verdict")
     return tuple(dict.fromkeys(legs))
 
 
@@ -90,8 +90,8 @@ def check_legs(plan: CheckPlan, asked: tuple[str, ...] | None) -> tuple[str, ...
     leg = own_leg(plan)
     if leg not in asked:
         accepted = "fp32" if leg == "fp32" else f"{leg} or {leg},fp32"
-        raise ReleaseCheckError(f"--legs {','.join(asked)}: the candidate computes in {leg} here, so its own leg is the "
-                         f"{leg} leg: give --legs {accepted} (or --dtype for the sides' dtype)")
+        raise ReleaseCheckError(f"--legs {','.join(asked)}: the candidate computes in {leg} here, so its own leg is "
+                                f"the {leg} leg: give --legs {accepted} (or --dtype for the sides' dtype)")
     return tuple(x for x in (leg, "fp32") if x in asked)
 
 

@@ -1,6 +1,6 @@
 """Running the output contract's legs (issue 56; planned by ``harness.release.legs``): the check's own contract,
-judged as before (``judge``: ``harness.release.run.judge_contracts``), then, where the plan has the fp32 leg, each side's
-contract again in fp32 (``-m contract`` alone: the fp32 leg adds no conformance tiers and no perf rounds), judged
+judged as before (``judge``: ``harness.release.run.judge_contracts``), then, where the plan has the fp32 leg, each
+side's contract again in fp32 (``-m contract`` alone: the fp32 leg adds no conformance tiers and no perf rounds), judged
 against the same fp32 reference, under ``out/fp32-leg``. Every result carries its leg and where each side
 computed, so that one verdict holds both legs (``harness.analysis.contract_legs``); a failed fp32 leg fails the
 check as the own leg's would.
@@ -54,8 +54,8 @@ def run_fp32_leg(plan: CheckPlan, timeout: float, progress: Callable[[str], None
     from harness.release.served import stop_started
 
     leg = fp32_leg(plan)
-    if not copy_reference(plan, leg.plan):
-        return {}
+    if not copy_reference(plan, leg.plan):  # never silently: the legs table says it did not run
+        return {NOT_RUN: ContractResult(leg="fp32", notes=["fp32 leg not run: the fp32 reference wrote no contract"])}
     reports = {s.name: SideReport(s.name, backend=s.backend, dtype="fp32") for s in (plan.baseline, plan.candidate)}
     lp, servers = leg.plan, {}
     try:
@@ -97,13 +97,13 @@ def labelled(result: ContractResult, leg: str, places: dict[str, str]) -> Contra
 def judge_legs(plan: CheckPlan, reports: dict[str, SideReport], timeout: float, progress: Callable[[str], None],
                judge: Judge, start: Callable[..., Any]) -> dict[str, ContractResult]:
     """The check's contracts in each of its legs: its own (as ``judge_contracts`` always judged it), then the
-    fp32 leg where the plan asks for it and the sides can run it (``judge`` judges each leg's contracts); where they cannot, a result saying why, so the
-    verdict's legs table and the bf16 caveat both show it."""
+    fp32 leg where the plan asks for it and the sides can run it (``judge`` judges each leg's contracts); where
+    they cannot, a result saying why, so the verdict's legs table and the bf16 caveat both show it."""
     own = judge(plan, reports, timeout, progress)
     places = {s.name: where(plan, s) for s in (plan.baseline, plan.candidate)}
     out = {key: labelled(result, own_leg(plan), places) for key, result in own.items()}
-    if "fp32" not in plan.legs or own_leg(plan) == "fp32" or not own:
-        return out
+    if "fp32" not in plan.legs or own_leg(plan) == "fp32" or not any(r.sides for r in own.values()):
+        return out  # no fp32 leg asked, the check's own is it, or its contract was not measured at all
     why = unrunnable(plan)
     if why is not None:
         progress(f"the output contract's fp32 leg cannot run: {why}")

@@ -22,16 +22,18 @@ CHECK = ("release-check", "--conformance-only", "--conformance-markers", "contra
 
 def planted(tmp_path) -> list[str]:
     hook = plant_hook("attn-scale-late", tmp_path / "hook")
-    return ["--candidate-env", os.pathsep.join(["PYTHONPATH=" + str(hook), *filter(None, [os.environ.get("PYTHONPATH")])])]
+    paths = [str(hook), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return ["--candidate-env", "PYTHONPATH=" + os.pathsep.join(paths)]
 
 
 def test_attention_x1_01_late_in_decode_fails_the_default_check_in_its_fp32_leg(tmp_path):
     r = run_cli(*CHECK, "--out", str(tmp_path / "check"), *planted(tmp_path), timeout=1500)
     verdict = json.loads((tmp_path / "check" / "verdict.json").read_text())
     assert r.returncode == 1 and verdict["verdict"] == "FAIL", r.stderr[-2000:]
-    assert [(leg["leg"], leg["outcome"]) for leg in verdict["legs"]] == [("bf16", "PASS"), ("fp32", "FAIL")]
-    assert verdict["legs"][1]["dtypes"] == {"baseline": "fp32", "candidate": "fp32"}
-    assert verdict["legs"][1]["where"]["candidate"] == "transformers on this host's CPU"
+    legs = verdict["output_contract_legs"]
+    assert [(leg["leg"], leg["outcome"]) for leg in legs] == [("bf16", "PASS"), ("fp32", "FAIL")]
+    assert legs[1]["dtypes"] == {"baseline": "fp32", "candidate": "fp32"}
+    assert legs[1]["where"]["candidate"] == "transformers on this host's CPU"
     assert all(r.startswith("output contract (carbon-tiny-smoke (fp32 leg)): the candidate (hf, fp32)")
                for r in verdict["reasons"]), verdict["reasons"]
     first = verdict["reasons"][0]  # measured: sigma ratio (scored) 344 > 1.5, largest at position 42
@@ -45,4 +47,5 @@ def test_legs_bf16_opts_out_and_its_pass_says_what_it_cannot_see(tmp_path):
     verdict = json.loads((tmp_path / "check" / "verdict.json").read_text())
     assert r.returncode == 0 and verdict["verdict"] == "PASS", r.stderr[-2000:]
     assert "PASS (bf16 leg only: defects below bf16 rounding not excluded)" in r.stderr
-    assert [leg["leg"] for leg in verdict["legs"]] == ["bf16"] and not (tmp_path / "check" / "fp32-leg").exists()
+    assert [leg["leg"] for leg in verdict["output_contract_legs"]] == ["bf16"]
+    assert not (tmp_path / "check" / "fp32-leg").exists()

@@ -31,7 +31,8 @@ CAVEAT = "bf16 leg only: defects below bf16 rounding not excluded"
 
 
 def plan(backend: str = "hf", dtype: str | None = None, cpu: bool = False, **side: object) -> CheckPlan:
-    sides = [Side(name, sys.executable, Path("/nxdi") if cpu else None, backend, dtype=dtype, **side)  # type: ignore[arg-type]
+    source = Path("/nxdi") if cpu else None
+    sides = [Side(name, sys.executable, source, backend, dtype=dtype, **side)  # type: ignore[arg-type]
              for name in ("baseline", "candidate")]
     return CheckPlan(sides[0], sides[1], Path("/out"), cpu=cpu)
 
@@ -154,7 +155,7 @@ def test_both_legs_are_reported_in_one_verdict_each_with_where_it_ran_and_its_ou
     verdict = decide(SideReport("baseline"), SideReport("candidate"),
                      contract={"carbon-tiny-smoke": bf16, "carbon-tiny-smoke (fp32 leg)": fp32})
     assert verdict.word == "PASS" and verdict.summary() == "PASS"  # the fp32 leg ran: no bf16-only caveat
-    records = verdict.to_dict()["legs"]
+    records = verdict.to_dict()["output_contract_legs"]
     assert [(r["leg"], r["dtypes"], r["where"]["candidate"], r["outcome"]) for r in records] == [
         ("bf16", {"baseline": "bf16", "candidate": "bf16"}, "bf16 place", "PASS"),
         ("fp32", {"baseline": "fp32", "candidate": "fp32"}, "fp32 place", "PASS")]
@@ -185,7 +186,7 @@ def test_a_bf16_only_check_says_what_it_cannot_see(fp32):
     verdict = decide(SideReport("baseline"), SideReport("candidate"), contract=contract)
     assert verdict.summary() == f"PASS ({CAVEAT})" and not fp32_leg_ran(contract)
     assert any("no fp32 leg ran" in n for n in contract["carbon-tiny-smoke"].notes)
-    records = verdict.to_dict()["legs"]
+    records = verdict.to_dict()["output_contract_legs"]
     assert [r["outcome"] for r in records] == ["PASS"] + (["not run"] if fp32 == "not run" else [])
     if fp32 == "not run":
         assert records[1]["why"] == "fp32 leg not run: the team's server"
@@ -214,10 +215,12 @@ def test_each_sides_dtype_in_the_side_table_is_its_own_legs_not_the_fp32_legs():
     (replace(plan("hf", "bf16"), legs=("bf16",)), ["carbon-tiny-smoke"]),  # --legs bf16: its own leg alone
     (replace(plan("hf"), legs=("fp32",)), ["carbon-tiny-smoke"]),  # an fp32 check is the fp32 leg
     (replace(plan("openai", endpoint="http://team:8000"), legs=("bf16", "fp32")), ["carbon-tiny-smoke", NOT_RUN]),
+    (replace(plan("hf", "bf16"), legs=("bf16", "fp32")), ["carbon-tiny-smoke"]),  # its contract not measured
 ])
 def test_judge_legs_adds_the_fp32_leg_only_where_planned_and_says_why_it_could_not_run(made, keys):
     def judge(p, reports, timeout, progress):
-        return {"carbon-tiny-smoke": ContractResult()}
+        measured = made.legs != ("bf16", "fp32") or made.baseline.backend == "openai"
+        return {"carbon-tiny-smoke": judged("bf16", "bf16") if measured else ContractResult(notes=["not measured"])}
 
     def start(*a):
         raise AssertionError("no server is started for a leg that does not run")
