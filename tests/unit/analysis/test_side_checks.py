@@ -189,3 +189,88 @@ def test_the_pad_id_is_checked_only_where_the_side_has_one_and_eos_only_where_it
     out, _ = pad_and_eos({"pad_token_id": PAD, "prompts": [prompt([11, PAD, PAD, 13])]}, {"prompts": []}, TIE)
     assert [(f.criterion, f.position, f.detail) for f in out] == [
         ("pad id never generated", 5, "generated the pad id 0 at generated position 1")]  # once, at the first
+
+
+# the near-tie allowance at the divergence's own position (issue 56's yardstick row), and every prompt judged
+def yard_prompt(move: float) -> dict:
+    """The yardstick's own rows: the reference's (margin 0.25 at every token), the margin moved by ``move``."""
+    rows = [[t, -0.5, [[t, -0.5], [t + 1, -0.75 + move]]] for t in REF_GREEDY]
+    return {"name": "p0", "prompt_ids": [5, 6, 7, 8], "greedy": REF_GREEDY, "sequences": {"own": {"rows": rows}}}
+
+
+def crit(**kw):
+    from harness.analysis.threeway import Criterion
+
+    base = dict(sigma_ratio=1.5, tier_factor={}, tie_factor=2.0, fns_sigma_ratio=1.5, sigma_floor=1e-4, abs_floor=1e-4,
+                margin_floor=1 / 64, position_ratio=3.0, pad_factor=3.0, tie_position_factor=2.0)
+    return Criterion("bf16", **{**base, **kw})
+
+
+def test_a_divergence_is_held_to_the_allowance_at_its_own_position_where_the_yardstick_row_is_there():
+    side, ref = {"prompts": [prompt(diverged_at(1))]}, {"prompts": [prompt(REF_GREEDY, [0.25] * 6)]}
+    found = greedy(side, ref, 1.0, {"prompts": [yard_prompt(0.0625)]}, crit())
+    assert [(f.prompt, f.position) for f in found] == [("p0", 5)]
+    assert found[0].detail.endswith("by a margin of 0.25 nats (> the near-tie allowance there 0.125; 1 anywhere)")
+    floored = greedy(side, ref, 1.0, {"prompts": [yard_prompt(0.0)]}, crit())  # 2 x margin_floor
+    assert floored[0].detail.endswith("(> the near-tie allowance there 0.0312; 1 anywhere)")
+    assert greedy(side, ref, 1.0, {"prompts": [yard_prompt(0.125)]}, crit()) == []  # 2 x 0.125 = 0.25: at it
+    assert greedy(side, ref, 1.0, {"prompts": [yard_prompt(0.0625)]}, None) == []  # no criterion: the global one
+    assert greedy(side, ref, 1.0, None, crit()) == []  # no yardstick: the global one
+    assert greedy(side, ref, 1.0, {"prompts": [dict(yard_prompt(0.0625), name="other")]}, crit()) == []
+    no_rows = dict(yard_prompt(0.0625), sequences={"own": {"rows": []}})
+    assert greedy(side, ref, 1.0, {"prompts": [no_rows]}, crit()) == []
+    wide = greedy(side, ref, 0.2, None, None)
+    assert wide[0].detail.endswith("(> the near-tie allowance 0.2)")
+
+
+def test_every_prompt_is_judged_after_one_that_is_tokenized_otherwise_or_agrees():
+    p1 = dict(prompt(diverged_at(2)), name="p1")
+    ref = {"prompts": [prompt(REF_GREEDY, [WIDE] * 6), dict(prompt(REF_GREEDY, [WIDE] * 6), name="p1")]}
+    for first in (dict(prompt(diverged_at(0)), prompt_ids=[9]), prompt(REF_GREEDY)):
+        found = greedy({"prompts": [first, p1]}, ref, TIE)
+        assert [(f.prompt, f.position) for f in found] == [("p1", 6)]
+
+
+def test_eos_pad_and_padded_findings_name_their_prompt_and_every_prompt_is_checked():
+    named = dict(prompt([11, 12, EOS, 14, 15, 16], eos={"stop": 2, "tokens": [11, 12, EOS, 14], "eos_token_id": EOS}),
+                 name="p1")
+    for first in (prompt([11, 12]), prompt([11, 12], eos={"skipped": "no ignore_eos"})):
+        out, _ = pad_and_eos({"pad_token_id": PAD, "prompts": [first, named]}, REFERENCE, TIE)
+        assert [(f.criterion, f.prompt) for f in out] == [("EOS honoured", "p1")]
+    early = dict(prompt([11, 12, EOS], eos={"stop": 2, "tokens": [11, 13], "eos_token_id": EOS}), name="p2")
+    assert pad_and_eos({"pad_token_id": PAD, "prompts": [early]}, REFERENCE, TIE)[0][0].prompt == "p2"
+    beyond = prompt([11, 12], eos={"stop": 2, "tokens": [11, 12, EOS], "eos_token_id": EOS})
+    out, _ = pad_and_eos({"pad_token_id": PAD, "prompts": [beyond]}, REFERENCE, TIE)
+    assert out[0].detail == "with EOS 2, generated token 2 is 2, not the greedy (end)"
+    padded = dict(prompt([11, PAD]), name="p3")
+    assert pad_and_eos({"pad_token_id": PAD, "prompts": [padded]}, REFERENCE, TIE)[0][0].prompt == "p3"
+
+
+@pytest.mark.parametrize("pad_value, fails", [(None, True), (-0.75, False), (-0.5 - 0.25 - 0.25, True)])
+def test_a_pad_id_the_reference_does_not_report_is_never_excused_and_one_at_the_allowance_is(pad_value, fails):
+    top = [[13, -0.5], [PAD, pad_value]] if pad_value is not None else [[13, -0.5], [14, -0.75]]
+    rows = [row(t, WIDE) for t in REF_GREEDY]
+    rows[2] = [13, -0.5, top]
+    ref = {"prompts": [dict(prompt(REF_GREEDY), sequences={"own": {"rows": rows}})]}
+    out, _ = pad_and_eos({"pad_token_id": PAD, "prompts": [prompt([11, 12, PAD])]}, ref, 0.25)
+    assert bool(out) == fails
+
+
+def test_a_padded_row_is_judged_only_with_both_runs_and_names_its_prompt_and_every_prompt():
+    same = padded_prompt([11, 12, 13, 14], [WIDE] * 4)
+    ref = {"prompts": [padded_prompt([11, 12, 13, 14], [WIDE] * 4)]}
+    assert padded_row({"prompts": [same]}, ref, TIE) == []  # identical: nothing past its end is read
+    no_cut = dict(same, sequences={"own": {"rows": []}})
+    no_seq = {k: v for k, v in same.items() if k != "sequences"}
+    moved = dict(padded_prompt([11, 99, 13, 14], None), name="p5")
+    ref5 = {"prompts": [dict(padded_prompt([11, 12, 13, 14], [WIDE] * 4), name="p5")]}
+    for first in (no_cut, no_seq, same):
+        found = padded_row({"prompts": [first, moved]}, ref5, TIE)
+        assert [(f.prompt, f.position) for f in found] == [("p5", 5)]
+        assert found[0].detail == ("right-padded with 3 pad ids, generated token 1 is 99 where unpadded it is 12 "
+                                   "(reference margin 1 nats > 0.3)")
+    missing = padded_row({"prompts": [moved]}, {"prompts": []}, TIE)
+    assert missing[0].detail.endswith("(reference margin nan nats > 0.3)")
+    at = padded_row({"prompts": [padded_prompt([11, 99, 13, 14], None)]},
+                    {"prompts": [padded_prompt([11, 12, 13, 14], [WIDE, 0.25, WIDE, WIDE])]}, 0.25)
+    assert at == []  # a margin exactly at the allowance is a near-tie
