@@ -173,3 +173,39 @@ def test_the_record_holds_each_pth_file_its_driver_and_its_path(tmp_path):
     assert flattened({}) == {"sys.path": "", "neuron driver": "-"}
     assert differences(record, {**record, "neuron_driver": None}) == [("neuron driver", "2.19.64.0", "-")]
     assert differences({}, {"env": {"OMP_NUM_THREADS": "1"}}) == [("env OMP_NUM_THREADS", "-", "1")]
+
+
+def test_a_value_of_dash_on_one_side_only_is_no_difference_and_a_key_on_one_side_is():
+    assert differences({}, {"env": {"X": "-"}}) == [] and differences({"env": {"X": "-"}}, {}) == []
+    assert differences({"env": {"X": "1"}}, {}) == [("env X", "1", "-")]
+
+
+def test_the_record_by_default_reads_this_interpreter_and_writes_its_prefixes_home_and_hook_digests(tmp_path):
+    import hashlib
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from harness.core.process_environment import environment_record
+
+    record = environment_record(environ={}, driver=tmp_path / "none")
+    assert record["sys_path"] and len(record["sys_path"]) == len([p for p in sys.path if p])
+    assert record["neuron_driver"] is None and isinstance(record["pth"], dict)
+    here = environment_record(environ={}, path=[sys.prefix + "/lib/x", sys.base_prefix + "/lib/y",
+                                                str(Path.home() / "z")], site_dirs=[], driver=tmp_path / "none")
+    prefix = "<prefix>" if sys.prefix != sys.base_prefix else "<base>"
+    assert here["sys_path"] == [f"{prefix}/lib/x", "<base>/lib/y", "~/z"]
+    assert normalized("/opt/a/x", {"/opt/a/": "<p>"}) == "<p>/x"
+    hook = tmp_path / "usercustomize.py"
+    hook.write_bytes(b"X = 1\n")
+    line = flattened(environment_record(environ={}, path=[], modules={"usercustomize": SimpleNamespace(__file__=str(hook))},
+                                        site_dirs=[], driver=tmp_path / "none"))["hook usercustomize"]
+    assert line == f"{hook} (sha256 {hashlib.sha256(hook.read_bytes()).hexdigest()[:12]})"
+
+
+def test_a_pth_file_that_is_no_utf8_is_still_recorded(tmp_path):
+    from harness.core.process_environment import environment_record
+
+    (tmp_path / "odd.pth").write_bytes(b"import os # caf\xff\n")
+    record = environment_record(environ={}, path=[], modules={}, site_dirs=[str(tmp_path)], driver=tmp_path / "none")
+    assert record["pth"][str(tmp_path / "odd.pth")]["runs_code"] is True
