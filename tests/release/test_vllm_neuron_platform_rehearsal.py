@@ -137,8 +137,9 @@ def assert_served_on_the_platform_plugin(verdict: dict, out: Path, versions: dic
         assert log.count("carbon-harness vllm-serve: env ") == 2 and log.count(ACTIVATED) >= 2, log[-3000:]
         recorded = verdict["sides"][side]["versions"]
         assert (recorded["max_logprobs_contract"], recorded["max_logprobs_perf"]) == (max_logprobs(get_shape("smoke")), 0)
-    read = [s for s in verdict["neuron_cores"]["servers"] if "unreadable" not in s]
+    read = [s for s in verdict["neuron_cores"]["servers"] if "variable" in s]  # each server process's environment
     assert read and {s["variable"] for s in read} == {"NEURON_VISIBLE_DEVICES"}, read
+    assert all("vllm_neuron_2_32/vllm_neuron/vllm/platform.py" in s["chosen_by"] for s in read), read
 
 
 def test_vllm_neuron_2_33_against_itself_on_vllm_029_passes(tmp_path, vllm_029):
