@@ -80,3 +80,9 @@ def test_per_step_divides_each_total_by_the_steps_counted():
     from harness.core.work import per_step
 
     assert per_step({"a": 6, "b": 3}, 3) == {"a": 2.0, "b": 1.0} and per_step({}, 2) == {}
+
+
+def test_ties_are_kept_by_name_and_a_records_instruction_count_travels():
+    assert kept({"c": 1, "b": 1, "a": 1}, 1) == {"a": 1, "(other)": 2}
+    w = WorkCount(3, 1.0, instructions=7.5, instructions_why="")
+    assert w.to_dict()["instructions"] == 7.5 and WorkCount.from_dict(w.to_dict()).instructions == 7.5
