@@ -16,6 +16,7 @@ from harness.core.sequential import (
     OPEN,
     PASS,
     UNRESOLVED,
+    Decision,
     Design,
     Series,
     decide,
@@ -222,3 +223,38 @@ def test_a_tolerance_above_the_resolve_is_what_a_pass_rules_out():
     assert decide([series(steady, tolerance=0.5)], Design(), 4)[0].state == PASS
     beyond = [math.log(1.60) + e for e in (0.004, -0.003, 0.002, -0.001)]
     assert decide([series(beyond, tolerance=0.5)], Design(), 4)[0].state == FAIL
+
+
+# survivors of the generated mutants (nox -s mutation, issue 57): the design's bounds, its words, a decision's record
+@pytest.mark.parametrize("kw, message", [
+    (dict(min_pairs=2, max_pairs=8), r"^min_pairs=2, max_pairs=8: need 3 <= min <= max \(an interval from the spread "
+                                     r"between rounds needs at least two degrees of freedom\)$"),
+    (dict(min_pairs=9, max_pairs=8), "min_pairs=9, max_pairs=8: need 3 <= min <= max"),
+    (dict(step=0), r"^step=0 must be at least 1$"),
+    (dict(alpha=1.0), r"^alpha=1.0 must be between 0 and 1$"), (dict(beta=0.0), r"^beta=0.0 must be between 0 and 1$"),
+    (dict(resolve=0.0), r"^resolve=0.0 must be a positive fraction \(0.30 for 30%\)$"),
+    (dict(legs=0), r"^legs=0 must be at least 1$"),
+])
+def test_a_design_outside_its_bounds_is_refused_naming_the_value(kw, message):
+    with pytest.raises(ValueError, match=message):
+        Design(**kw)
+
+
+def test_a_design_at_its_bounds_is_accepted():
+    assert Design(min_pairs=3, max_pairs=3, step=1).looks == (3,)
+    assert Design(min_pairs=3, max_pairs=5, step=1, alpha=0.999, beta=0.001, resolve=1e-9).looks == (3, 4, 5)
+
+
+def test_a_design_says_its_looks_its_budgets_and_its_legs():
+    assert Design().describe() == ("looks at 4, 8, 12, 16 pairs; FAIL: beyond tolerance, family-wise false alarm <= 5% "
+                                   "(Holm across figures, Bonferroni across looks); PASS: a 30% change ruled out at 95%")
+    assert Design(min_pairs=5, max_pairs=5, alpha=0.1, beta=0.2, resolve=0.25, legs=3).describe() == (
+        "5 pairs; FAIL: beyond tolerance, family-wise false alarm <= 10% over 3 legs (Holm across figures, Bonferroni "
+        "across looks); PASS: a 25% change ruled out at 80%")
+    assert Design(min_pairs=4, max_pairs=10, step=4).looks == (4, 8, 10)
+
+
+def test_a_decisions_record_names_each_field():
+    d = Decision("k", state="fail", at_pairs=4, at_round=4, p_fail=0.001, holm_level=0.0125, upper=0.4, looks=[4])
+    assert d.to_dict() == {"state": "fail", "at_pairs": 4, "at_round": 4, "p_fail": 0.001, "holm_level": 0.0125,
+                           "upper_bound": 0.4, "looks": [4]}
