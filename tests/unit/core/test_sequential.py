@@ -258,3 +258,16 @@ def test_a_decisions_record_names_each_field():
     d = Decision("k", state="fail", at_pairs=4, at_round=4, p_fail=0.001, holm_level=0.0125, upper=0.4, looks=[4])
     assert d.to_dict() == {"state": "fail", "at_pairs": 4, "at_round": 4, "p_fail": 0.001, "holm_level": 0.0125,
                            "upper_bound": 0.4, "looks": [4]}
+
+
+def test_pairs_without_spread_are_within_tolerance_only_up_to_it_and_guide_no_count():
+    import math
+
+    at = [math.log1p(0.25)] * 4
+    assert p_within_tolerance(at, 0.25) == 1.0  # exactly at the tolerance: within it
+    assert p_within_tolerance([math.log1p(0.5)] * 4, 0.25) == 0.0
+    assert pairs_to_decide([0.1] * 5, 0.1, Design()) is None  # no spread to go by
+    assert pairs_to_decide([0.1, 0.2], 0.1, Design(min_pairs=3, max_pairs=8)) is not None  # two pairs are enough
+    assert pairs_to_decide([0.1], 0.1, Design()) is None and pairs_to_decide([0.1, float("nan"), 0.2], 0.1,
+                                                                            Design()) is None
+    assert spread_to_decide([0.1, 0.2], 0.05, Design()) is not None and spread_to_decide([0.1], 0.05, Design()) is None
