@@ -147,6 +147,14 @@ def fp32_side(plan: CheckPlan, side: Side) -> Side:
                    started=False)
 
 
+def reusable(plan: CheckPlan) -> tuple[str, ...]:
+    """The sides whose own-leg contract is already their fp32 leg's: fp32 in the check's own run, computed in
+    process or in NxDI's CPU mode (same interpreter, same code, same dtype: the same contract file), so the fp32
+    leg takes it instead of running it again. A served side is not reused: its own server may differ."""
+    return tuple(s.name for s in (plan.baseline, plan.candidate)
+                 if side_dtype(plan, s) == "fp32" and s.backend != "openai" and not on_device(plan, s))
+
+
 @dataclass(frozen=True)
 class Fp32Leg:
     """The fp32 leg's plan: both sides in fp32, the contract alone, under ``out/fp32-leg``; ``neuron_cpu``:

@@ -18,7 +18,7 @@ from harness.analysis.contract_legs import fp32_leg_ran, with_fp32_leg
 from harness.analysis.pairing import SideReport
 from harness.release.children import read_outcomes, run_logged, session_error
 from harness.release.images import side_process
-from harness.release.legs import Fp32Leg, fp32_leg, own_leg, unrunnable, where
+from harness.release.legs import Fp32Leg, fp32_leg, own_leg, reusable, unrunnable, where
 from harness.release.plan import CONTRACT_TEST, CheckPlan, Side, contract_dir, pytest_args
 
 FP32_SUFFIX = " (fp32 leg)"  # the fp32 leg's contracts: "model-shape (fp32 leg)"
@@ -36,12 +36,12 @@ def contract_command(leg: Fp32Leg, side: Side, junit: Any) -> list[str]:
     return cmd + (["--carbon-neuron-cpu"] if side.name in leg.neuron_cpu else [])
 
 
-def copy_reference(plan: CheckPlan, leg: CheckPlan) -> int:
-    """The check's fp32 reference contracts, for the fp32 leg (the reference is the same: transformers in fp32);
-    returns how many."""
-    target = contract_dir(leg, "reference")
+def copy_reference(plan: CheckPlan, leg: CheckPlan, who: str = "reference") -> int:
+    """The check's fp32 reference contracts (or ``who``'s, a side already fp32 in the check's own leg), for the
+    fp32 leg: the same computation writes the same file; returns how many."""
+    target = contract_dir(leg, who)
     target.mkdir(parents=True, exist_ok=True)
-    files = sorted(contract_dir(plan, "reference").glob("contract-*.json"))
+    files = sorted(contract_dir(plan, who).glob("contract-*.json"))
     for f in files:
         shutil.copy2(f, target / f.name)
     return len(files)
@@ -63,6 +63,9 @@ def run_fp32_leg(plan: CheckPlan, timeout: float, progress: Callable[[str], None
             lp, servers, _, _ = start(lp, progress)
             leg = Fp32Leg(lp, leg.neuron_cpu, leg.where)
         for side in (lp.baseline, lp.candidate):
+            if side.name in reusable(plan) and copy_reference(plan, lp, side.name):
+                progress(f"{side.name}: the output contract's fp32 leg is its own leg's (fp32 already): reused")
+                continue
             folder = lp.out / side.name
             junit = folder / "contract.xml"
             progress(f"{side.name}: the output contract's fp32 leg ({leg.where[side.name]})")

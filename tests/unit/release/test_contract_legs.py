@@ -20,7 +20,7 @@ from harness.analysis.verdict import decide
 from harness.core.paths import REPO_ROOT
 from harness.release.errors import ReleaseCheckError
 from harness.release.legs import (CPU_MODE, check_legs, default_legs, fp32_leg, parse_legs, side_dtype, split_legs,
-                                  unrunnable, where)
+                                  reusable, unrunnable, where)
 from harness.release.legs_run import FP32_SUFFIX, NOT_RUN, contract_command, copy_reference, judge_legs, own_sides
 from harness.release.plan import CONTRACT_TEST, CheckPlan, Side, contract_dir
 from tests.helpers import run_cli
@@ -232,3 +232,17 @@ def test_judge_legs_adds_the_fp32_leg_only_where_planned_and_says_why_it_could_n
     if NOT_RUN in out:
         assert out[NOT_RUN].leg == "fp32" and "cannot restart in fp32" in out[NOT_RUN].notes[0]
         assert said and said[0].startswith("the output contract's fp32 leg cannot run: the baseline is the team's")
+
+
+def test_a_side_already_fp32_in_process_lends_its_contract_to_the_fp32_leg_a_served_one_does_not(tmp_path):
+    """The migration's fp32 baseline beside a bf16 candidate: its fp32 leg is the contract it already wrote."""
+    made = replace(plan("hf", "bf16"), out=tmp_path)
+    made = replace(made, baseline=replace(made.baseline, dtype="fp32"))
+    assert reusable(made) == ("baseline",)
+    assert reusable(plan("neuron", cpu=True)) == ("baseline", "candidate")
+    assert reusable(plan("openai")) == () and reusable(plan("neuron")) == () and reusable(plan("hf", "bf16")) == ()
+    (contract_dir(made, "baseline")).mkdir(parents=True)
+    (contract_dir(made, "baseline") / "contract-carbon-tiny-smoke.json").write_text('{"dtype": "fp32"}')
+    leg = fp32_leg(made).plan
+    assert copy_reference(made, leg, "baseline") == 1
+    assert (contract_dir(leg, "baseline") / "contract-carbon-tiny-smoke.json").read_text() == '{"dtype": "fp32"}'
