@@ -114,3 +114,30 @@ def test_a_candidate_round_that_left_nothing_stops_the_pairs_at_once(check):
     reports = check.run(Design(min_pairs=4, max_pairs=8), candidate={**STEADY, "results": {"2": False}})
     assert reports["candidate"].ran == [1, 2] and reports["baseline"].ran == [1, 2]
     assert check.progress[-1].startswith("stopping after 2 pairs: the candidate's perf round 2 produced no results")
+
+
+# read_round on a real run's file (fixtures/history/real), its engines as the manifest lists them (issue 57)
+def test_a_rounds_file_is_read_with_each_engines_load_compile_and_config_and_a_bad_one_as_nothing(tmp_path):
+    import json
+
+    from harness.release.rounds import read_round
+    from tests.helpers import REPO
+
+    data = json.loads((REPO / "fixtures" / "history" / "real" / "run-04.json").read_text())
+    data["carbon_harness"]["engines"] = [
+        {"model": "carbon-tiny", "shape": "smoke", "load_s": 9, "compile_s": 2.5, "compile": "cached",
+         "config": {"tp": 1}},
+        {"model": "carbon-tiny", "shape": "long", "load_s": "n/a", "compile": None, "config": "x"},
+        {"model": "draft", "shape": "smoke", "role": "draft", "load_s": 1.0},
+        "not an engine",
+    ]
+    path = tmp_path / "perf-round-1.json"
+    path.write_text(json.dumps(data))
+    results, engines = read_round(path)
+    assert len(results) == 3
+    assert engines == {"carbon-tiny/smoke": {"load_s": 9.0, "compile_s": 2.5, "compile": "cached", "config": {"tp": 1}},
+                       "carbon-tiny/long": {}}
+    assert read_round(tmp_path / "missing.json") == ([], {})
+    data["carbon_harness"]["schema"] = 999
+    path.write_text(json.dumps(data))
+    assert read_round(path) == ([], {})  # a file this harness cannot read: nothing, the round's error says why
