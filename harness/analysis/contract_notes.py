@@ -27,8 +27,9 @@ def legs_note(dtypes: Mapping[str, str]) -> list[str]:
     if leg == "fp32":
         return [f"contract legs: {ran}; the fp32 leg holds each side to fp32's spread between correct stacks"]
     return [f"contract legs: {ran}; {leg_caveat(leg)} (no fp32 leg ran: "
-            "a defect below bf16 rounding cannot show here; run the check again with --dtype fp32 where the stack "
-            "offers fp32: transformers, NxDI's CPU mode, vLLM's CPU build, a small device shape)"]
+            "a defect below bf16 rounding cannot show here; release-check runs the fp32 leg by default where both sides "
+            "can compute in fp32: drop --legs bf16 (or check with --dtype fp32), or read the verdict's legs table for "
+            "why it could not run)"]
 
 
 def reach_note(last: int, shapes: str) -> list[str]:
