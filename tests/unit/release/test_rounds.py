@@ -141,3 +141,21 @@ def test_a_rounds_file_is_read_with_each_engines_load_compile_and_config_and_a_b
     data["carbon_harness"]["schema"] = 999
     path.write_text(json.dumps(data))
     assert read_round(path) == ([], {})  # a file this harness cannot read: nothing, the round's error says why
+
+
+def test_the_rounds_focus_pauses_the_other_server_and_warms_only_a_server_of_its_own(monkeypatch):
+    import harness.release.served as served
+    from harness.release.rounds import focus_on
+
+    assert focus_on({})("baseline") is None
+    calls, warmed = [], []
+    monkeypatch.setattr(served, "focus", lambda servers, name: calls.append((sorted(servers), name)))
+    go = focus_on({"baseline": object(), "candidate": object()}, warmed.append)
+    go("baseline")
+    go("other")
+    go(None)
+    assert calls == [(["baseline", "candidate"], "baseline"), (["baseline", "candidate"], "other"),
+                     (["baseline", "candidate"], None)]
+    assert warmed == ["baseline"]
+    focus_on({"baseline": object()})("baseline")  # no warm-up given: nothing to send
+    assert calls[-1] == (["baseline"], "baseline")
