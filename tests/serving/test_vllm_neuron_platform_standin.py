@@ -88,3 +88,22 @@ def test_a_request_is_refused_as_admission_refuses_it(neuron, asynchronous, aske
 
 def test_pooling_requests_are_not_judged_by_the_sampler():
     assert platform.request_refusal(settings(neuron=SAMPLER), SimpleNamespace(logprobs=1, prompt_logprobs=1)) is None
+
+
+@pytest.mark.parametrize(("inputs", "tokens"), [
+    ({"type": "token", "prompt_token_ids": [1] * 7}, 7), ({"type": "embeds", "prompt_embeds": [[0.0]] * 3}, 3),
+    ({"type": "enc_dec", "decoder_prompt": {"prompt_token_ids": [1, 2]}}, 2), ({"type": "token"}, None), (None, None)])
+def test_a_prompts_length_is_read_as_admission_reads_it(inputs, tokens):
+    assert platform.prompt_tokens(inputs) == tokens
+
+
+def test_a_prompt_must_leave_room_for_one_generated_token():
+    at = settings(max_model_len=160)
+    assert platform.request_refusal(at, params(), {"type": "token", "prompt_token_ids": [1] * 159}) is None
+    refused = platform.request_refusal(at, params(), {"type": "token", "prompt_token_ids": [1] * 160})
+    assert refused == ("The prompt has 160 tokens and this server's max_model_len is 160: the prompt and at least one "
+                       "generated token must fit in max_model_len, so a prompt can have at most 159 tokens. Shorten "
+                       "the prompt, or restart the server with a larger --max-model-len.")
+    both = platform.request_refusal(settings(max_model_len=160, neuron=SAMPLER), params(prompt_logprobs=1),
+                                    {"type": "token", "prompt_token_ids": [1] * 160})
+    assert both.startswith(refused + " This server samples on device") and "prompt_logprobs=1" in both

@@ -9,7 +9,9 @@ and scheduler), with the plugin's rules where the fork's class runs them:
   ``CARBON_STANDIN_HOST_ROOT``), prefill size (``bucket_utils.py`` at 10c6804db203, the model runner's bucket
   resolution): a refusal raises ``ValueError`` with the plugin's message, and the server stops at start;
 - ``validate_request`` (every request, before the engine): ``vllm/admission.py`` at 42ad3f12a81a
-  (``policy_from_config`` / ``AdmissionPolicy.check``, docs/design/vllm/request-admission.md): under on-device
+  (``policy_from_config`` / ``AdmissionPolicy.check``, docs/design/vllm/request-admission.md): a prompt of more
+  than max_model_len - 1 tokens (``PromptLength``: vLLM admits one of max_model_len, whose first decode step has no
+  room; the message is the plugin's, here as the harness's rules module has no statement of it); under on-device
   sampling, completion logprobs only with synchronous scheduling, prompt logprobs never; a ``ValueError``, which
   vLLM's server answers with HTTP 400. As the fork does (``install_eager_validation``, same file), the check also
   runs when ``AsyncLLM.generate`` is called: ``generate`` is an async generator, and vLLM 0.29 turns an error raised
@@ -58,11 +60,36 @@ def start_refusal(settings: rules.EngineSettings, environ, ranks: int, host_root
     return refusal or rules.prefill_refusal(settings)
 
 
-def request_refusal(settings: rules.EngineSettings, params) -> str | None:
-    if not hasattr(params, "temperature"):  # pooling requests: the sampler's policy does not apply
+def prompt_tokens(processed_inputs) -> int | None:
+    """admission.py's ``prompt_length``: the token count of a processed prompt, None where it carries none."""
+    if not isinstance(processed_inputs, dict):
+        return None
+    if processed_inputs.get("type") == "enc_dec":
+        processed_inputs = processed_inputs.get("decoder_prompt") or {}
+    for key in ("prompt_token_ids", "prompt_embeds"):
+        if processed_inputs.get(key) is not None:
+            return len(processed_inputs[key])
+    return None
+
+
+def prompt_refusal(max_model_len: int, tokens: int | None) -> str | None:
+    """admission.py's ``PromptLength``: a prompt leaves room for one generated token (at most max_model_len - 1)."""
+    if tokens is None or tokens <= max_model_len - 1:
+        return None
+    return (f"The prompt has {tokens} tokens and this server's max_model_len is {max_model_len}: the prompt and at "
+            f"least one generated token must fit in max_model_len, so a prompt can have at most {max_model_len - 1} "
+            f"tokens. Shorten the prompt, or restart the server with a larger --max-model-len.")
+
+
+def request_refusal(settings: rules.EngineSettings, params, processed_inputs=None) -> str | None:
+    """``AdmissionPolicy.check``: the prompt's length, then the sampler's log-probabilities, joined as the plugin
+    joins them; pooling requests (no sampling knobs) are judged by neither."""
+    if not hasattr(params, "temperature"):
         return None
     asked = rules.Asked(params.logprobs, params.prompt_logprobs, getattr(params, "logprob_token_ids", None) is not None)
-    return rules.admission_refusal(settings, asked)
+    found = [prompt_refusal(settings.max_model_len, prompt_tokens(processed_inputs)),
+             rules.admission_refusal(settings, asked)]
+    return " ".join(r for r in found if r) or None
 
 
 def local_ranks(environ, argv) -> int:
@@ -113,7 +140,7 @@ class NeuronPlatform(CpuPlatform):
     @classmethod
     def validate_request(cls, processed_inputs, params) -> None:
         if cls._settings is not None:
-            refusal = request_refusal(cls._settings, params)
+            refusal = request_refusal(cls._settings, params, processed_inputs)
             if refusal:
                 raise ValueError(refusal)
         super().validate_request(processed_inputs, params)
