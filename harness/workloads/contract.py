@@ -222,7 +222,7 @@ def collect(engine: Engine, tokenizer: CarbonTokenizer, shape: RunShape, fingerp
 
         stack = f"transformers {transformers.__version__}"
     return {"schema": CONTRACT_SCHEMA, "backend": info.backend, "dtype": info.dtype, "model": info.model,
-            "stack": stack,
+            "stack": stack, "teacher_forced_rows": info.extra.get("teacher_forced_rows"),  # None: the engine's own
             "shape": shape.name, "checkpoint_fingerprint": fingerprint, "checkpoint": str(checkpoint),
             "new_tokens": n, "top_k": TOP_K, "probe_ids": probes, "reference": reference is None,
             "pad_token_id": tokenizer.pad_token_id, "prompts": prompts}

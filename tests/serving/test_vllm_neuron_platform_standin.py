@@ -107,3 +107,34 @@ def test_a_prompt_must_leave_room_for_one_generated_token():
     both = platform.request_refusal(settings(max_model_len=160, neuron=SAMPLER), params(prompt_logprobs=1),
                                     {"type": "token", "prompt_token_ids": [1] * 160})
     assert both.startswith(refused + " This server samples on device") and "prompt_logprobs=1" in both
+
+
+@pytest.mark.parametrize(("environ", "mode"), [({}, None), ({platform.PROMPT_LOGPROBS: ""}, None),
+                                               ({platform.PROMPT_LOGPROBS: "refuse"}, "refuse"),
+                                               ({platform.PROMPT_LOGPROBS: "null"}, "null")])
+def test_the_rehearsal_switch_is_read_as_given(environ, mode):
+    assert platform.prompt_logprobs_mode(environ) == mode
+
+
+def test_a_rehearsal_switch_it_does_not_know_stops_naming_it():
+    with pytest.raises(ValueError, match=r"CARBON_STANDIN_PROMPT_LOGPROBS='refused': expected refuse, null, or unset"):
+        platform.prompt_logprobs_mode({platform.PROMPT_LOGPROBS: "refused"})
+
+
+def test_refuse_refuses_prompt_logprobs_alone_with_admissions_message_on_a_host_sampler():
+    host = settings(neuron={"on_device_sampling_config": None}, asynchronous=True)
+    assert platform.request_refusal(host, params(logprobs=1, prompt_logprobs=1)) is None  # admission decides: admitted
+    refused = platform.request_refusal(host, params(logprobs=1, prompt_logprobs=1), mode="refuse")
+    assert refused == rules.admission_refusal(settings(neuron=SAMPLER, asynchronous=False), rules.Asked(None, 1, False))
+    assert "prompt_logprobs=1" in refused and "logprobs=1," not in refused
+    assert platform.request_refusal(host, params(logprobs=1), mode="refuse") is None
+    assert platform.request_refusal(host, params(prompt_logprobs=1), mode="null") is None
+
+
+@pytest.mark.parametrize(("mode", "left"), [(None, 1), ("null", None)])
+def test_null_serves_a_prompt_logprobs_request_with_none_asked(monkeypatch, mode, left):
+    monkeypatch.setattr(platform.NeuronPlatform, "_settings", settings(neuron={"on_device_sampling_config": None}))
+    monkeypatch.setattr(platform.NeuronPlatform, "_prompt_logprobs", mode)
+    asked = params(logprobs=1, prompt_logprobs=1)
+    platform.NeuronPlatform.validate_request({"type": "token", "prompt_token_ids": [1, 2]}, asked)
+    assert (asked.prompt_logprobs, asked.logprobs) == (left, 1)

