@@ -274,3 +274,16 @@ def test_a_padded_row_is_judged_only_with_both_runs_and_names_its_prompt_and_eve
     at = padded_row({"prompts": [padded_prompt([11, 99, 13, 14], None)]},
                     {"prompts": [padded_prompt([11, 12, 13, 14], [WIDE, 0.25, WIDE, WIDE])]}, 0.25)
     assert at == []  # a margin exactly at the allowance is a near-tie
+
+
+def test_the_last_survivors_each_pinned():
+    from harness.analysis.side_checks import self_consistency, tokenization
+
+    ref = {"prompts": [{"name": "p0", "prompt_ids": [5, 6, 7, 8]}]}
+    found = tokenization({"prompts": [{"name": "p9", "prompt_ids": [1]}, {"name": "p0", "prompt_ids": [5, 9]}]}, ref)
+    assert [(f.prompt, f.position) for f in found] == [("p9", None), ("p0", 1)]  # every prompt after an unknown one
+    side = {"prompts": [prompt(diverged_at(4))]}
+    missing = greedy(side, {"prompts": [prompt(REF_GREEDY, [NARROW] * 4)]}, 0.2, {"prompts": [yard_prompt(0.0)]}, None)
+    assert missing[0].detail.endswith("by an unknown margin (> the near-tie allowance 0.2)")
+    far = own_scored([11, 12], [(11, -0.5, -0.5), (99, -0.5, -1.5)])
+    assert self_consistency({"prompts": [dict(far, name="p7")]}, TIE)[0].prompt == "p7"
