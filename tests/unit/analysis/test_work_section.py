@@ -374,3 +374,15 @@ def test_a_servers_notes_name_the_side_without_counters_and_at_most_four_changes
     gated = work_section(more, new, gate_pct=2.0)
     assert [r["benchmark"] for r in gated.served] == [E2E, "test_e2e[other]"] and len(gated.reasons) == 1
     assert len(work_section(more, new).served) == 2
+
+
+def test_ops_renamed_at_the_same_count_with_no_python_calls_are_the_same_work_and_a_note_joins_its_changes():
+    sides = []
+    for name, ops in (("b", {"mm": 144.0}), ("c", {"addmm": 144.0})):
+        report = SideReport(name)
+        report.rounds[1] = [BenchResult(TKG, "x", {"work": WorkCount(3, 0.0, {}, 144.0, ops, 8e5).to_dict()}, 0.01)]
+        sides.append(report)
+    assert "same work, slower" in work_section(*sides, timing_failed={TKG: 0.3}).notes[0]
+    moved = work_section(served_counts("b", {}), served_counts("c", {"engine_steps": 130.0, "preemptions": 1.0}))
+    assert moved.notes == [f"`{E2E}`'s server work per batch moved: +2 engine_steps/batch (128 -> 130); "
+                           "+1 preemptions/batch (0 -> 1)"]
