@@ -231,7 +231,10 @@ def test_a_wrapper_is_found_only_where_nothing_more_specific_is(capsys):
 # flags of other tools that a fix may name: pytest's, pytest-benchmark's, vLLM's, neuron-ls's; --opt: the
 # placeholder of a path option's own message
 OTHER_TOOLS_FLAGS = {"--opt", "--junitxml", "--benchmark-json", "--benchmark-save-data", "--disable-log-stats",
-                     "--speculative-config", "--json-output"}
+                     "--speculative-config", "--json-output",
+                     # vLLM's own server flags, which the vLLM Neuron start rules' causes name, and pip's
+                     "--additional-config", "--max-model-len", "--max-num-batched-tokens", "--max-num-seqs",
+                     "--no-async-scheduling", "--tensor-parallel-size", "--no-deps"}
 
 
 def harness_flags() -> set[str]:
