@@ -42,9 +42,10 @@ def nxdi_source(carbon_session) -> Path:
     source = carbon_session.config.nxdi_source
     if source is None:
         pytest.skip("needs NxDI 0.9 sources: pass --carbon-nxdi-source=DIR (or set CARBON_NXDI_SOURCE), a dir with "
-                    "neuronx-distributed-inference/src and neuronx-distributed/src (../shared/vendor)")
+                    "neuronx-distributed-inference/src and neuronx-distributed/src (carbon-harness nxdi-source 2.29.0 "
+                    "fetches one)")
     if not (source / "neuronx-distributed-inference" / "src").is_dir():
         pytest.fail(f"--carbon-nxdi-source {source} has no neuronx-distributed-inference/src (give a dir laid out "
-                    f"like ../shared/vendor: neuronx-distributed-inference/src and neuronx-distributed/src)",
+                    f"as carbon-harness nxdi-source writes it: neuronx-distributed-inference/src and neuronx-distributed/src)",
                     pytrace=False)
     return source

@@ -16,10 +16,9 @@ from typing import Any
 from harness.analysis.contract import ContractResult, SideJudgement
 from harness.analysis.contract_legs import fp32_leg_ran, with_fp32_leg
 from harness.analysis.pairing import SideReport
-from harness.release.children import read_outcomes, run_logged, session_error
-from harness.release.images import side_process
 from harness.release.legs import Fp32Leg, fp32_leg, own_leg, reusable, unrunnable, where
 from harness.release.plan import CONTRACT_TEST, CheckPlan, Side, contract_dir, pytest_args
+from harness.release.side_tests import run_side_tests
 
 FP32_SUFFIX = " (fp32 leg)"  # the fp32 leg's contracts: "model-shape (fp32 leg)"
 NOT_RUN = "fp32 leg"  # the result saying why the fp32 leg could not run
@@ -70,12 +69,8 @@ def run_fp32_leg(plan: CheckPlan, timeout: float, progress: Callable[[str], None
             junit = folder / "contract.xml"
             progress(f"{side.name}: the output contract's fp32 leg ({leg.where[side.name]})")
             t0 = time.perf_counter()
-            cmd, env = side_process(lp, side, contract_command(leg, side, junit))
-            rc, text = run_logged(cmd, folder / "contract.log", env, timeout)
-            error = session_error(rc, text, "the fp32 leg's contract run")
-            if error:
-                reports[side.name].session_errors.append(error)
-            reports[side.name].outcomes.update(read_outcomes(junit))
+            rc = run_side_tests(lp, side, contract_command(leg, side, junit), junit, folder / "contract.log",
+                                "the fp32 leg's contract run", reports[side.name], timeout)
             progress(f"{side.name}: fp32 leg exit {rc} in {time.perf_counter() - t0:.0f} s")
     finally:
         unstopped = stop_started(servers, progress)

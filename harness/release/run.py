@@ -30,7 +30,7 @@ from harness.analysis.pairing import SideReport
 from harness.analysis.verdict import Verdict, cannot_run, decide
 from harness.core.paths import REPO_ROOT
 from harness.core.storage import atomic_write_json, atomic_write_text
-from harness.release.children import last_error_line, read_outcomes, run_logged, session_error
+from harness.release.children import last_error_line, run_logged
 from harness.release.errors import ReleaseCheckError
 from harness.release.plan import (
     CheckPlan,
@@ -45,6 +45,7 @@ from harness.release.devices import device_records, focus_on
 from harness.release.images import side_process
 from harness.release.legs_run import judge_legs, own_sides
 from harness.release.rounds import perf_rounds
+from harness.release.side_tests import run_side_tests
 
 
 def probe_side(plan: CheckPlan, side: Side, serve: list[str] | None = None) -> dict[str, Any]:
@@ -236,12 +237,8 @@ def conformance(plan: CheckPlan, reports: dict[str, SideReport], timeout: float,
         focus(side.name)
         progress(f"{side.name}: conformance tiers (-m '{plan.conformance_markers}')")
         t0 = time.perf_counter()
-        cmd, env = side_process(plan, side, conformance_command(plan, side, junit))
-        rc, text = run_logged(cmd, folder / "conformance.log", env, timeout)
-        error = session_error(rc, text, "the conformance run")
-        if error:
-            reports[side.name].session_errors.append(error)
-        reports[side.name].outcomes.update(read_outcomes(junit))
+        rc = run_side_tests(plan, side, conformance_command(plan, side, junit), junit, folder / "conformance.log",
+                            "the conformance run", reports[side.name], timeout)
         progress(f"{side.name}: conformance exit {rc} in {time.perf_counter() - t0:.0f} s")
 
 

@@ -38,7 +38,7 @@ def test_a_correct_candidate_passes_and_each_planted_defect_fails_naming_it(tmp_
     if stack == "nxdi":
         source = carbon_session.config.nxdi_source
         if source is None:
-            pytest.skip("the NxDI cases need --carbon-nxdi-source DIR (an NxDI tree such as ../shared/vendor) and an "
+            pytest.skip("the NxDI cases need --carbon-nxdi-source DIR (an NxDI tree: carbon-harness nxdi-source 2.29.0) and an "
                         "interpreter with transformers 4.57 (this one runs the sides)")
         args += ["--nxdi-source", str(source), "--nxdi-python", sys.executable]
     r = run_cli(*args, timeout=1500)
@@ -95,7 +95,7 @@ def test_at_the_long_shape_batched_rows_and_the_long_prompt_are_judged(tmp_path,
             "--shape", LONG]
     if stack == "nxdi":
         if carbon_session.config.nxdi_source is None:
-            pytest.skip("the NxDI cases need --carbon-nxdi-source DIR (an NxDI tree such as ../shared/vendor) and an "
+            pytest.skip("the NxDI cases need --carbon-nxdi-source DIR (an NxDI tree: carbon-harness nxdi-source 2.29.0) and an "
                         "interpreter with transformers 4.57 (this one runs the sides)")
         args += ["--nxdi-source", str(carbon_session.config.nxdi_source), "--nxdi-python", sys.executable]
     r = run_cli(*args, timeout=1500)

@@ -44,12 +44,12 @@ def vendor(carbon_session) -> Path:
     source = carbon_session.config.nxdi_source
     if source is None:
         pytest.skip("release checks need --carbon-nxdi-source DIR: the NxDI 2.29 tree whose releases/ holds 2.28 and "
-                    "2.29-c63afe0, as ../shared/vendor does")
+                    "2.29-c63afe0 (see docs/trn2.md, NxDI's sources)")
     missing = [name for name in RELEASES if not (source / "releases" / name / "neuronx-distributed-inference").is_dir()]
     if missing:
         pytest.fail(f"--carbon-nxdi-source {source} has no releases/{', releases/'.join(missing)} (each with "
                     f"neuronx-distributed-inference/ and neuronx-distributed/): the release checks run 2.29 against "
-                    f"{' and '.join(RELEASES)}; give the tree laid out as ../shared/vendor is", pytrace=False)
+                    f"{' and '.join(RELEASES)}; give a tree laid out so (docs/trn2.md, NxDI's sources)", pytrace=False)
     return source
 
 

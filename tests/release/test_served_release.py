@@ -249,7 +249,7 @@ def nxdi_tree(carbon_session) -> Path:
     source = carbon_session.config.nxdi_source
     if source is None:
         pytest.skip("the migration's baseline is NxDI 2.29 in its CPU mode: needs --carbon-nxdi-source DIR "
-                    "(../shared/vendor)")
+                    "(carbon-harness nxdi-source 2.29.0 fetches one)")
     return source
 
 

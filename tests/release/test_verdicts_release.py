@@ -38,7 +38,7 @@ SLOWDOWN = 0.12
 def source(carbon_session) -> Path:
     source = carbon_session.config.nxdi_source
     if source is None:
-        pytest.skip("the verdict checks need --carbon-nxdi-source DIR (an NxDI 2.29 tree, as ../shared/vendor)")
+        pytest.skip("the verdict checks need --carbon-nxdi-source DIR (an NxDI 2.29 tree: carbon-harness nxdi-source 2.29.0)")
     return source
 
 

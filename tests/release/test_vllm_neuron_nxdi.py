@@ -50,7 +50,7 @@ def nxdi_source(carbon_session) -> Path:
     source = carbon_session.config.nxdi_source
     if source is None:
         pytest.skip("the baseline is NxDI 2.29 in its CPU mode, and the plugin serves over the same tree: needs "
-                    "--carbon-nxdi-source DIR (../shared/vendor)")
+                    "--carbon-nxdi-source DIR (carbon-harness nxdi-source 2.29.0 fetches one)")
     return Path(source)
 
 

@@ -195,7 +195,8 @@ def test_a_wheel_whose_hash_differs_from_the_index_is_refused(capsys, tmp_path, 
     assert "where the index says 0" in line and f"{base}/gh/neuronx-distributed-inference/archive" in line, line
 
 
-@pytest.mark.skipif(not VENDOR.is_dir(), reason="needs this project's local NxDI tree (../shared/vendor)")
+@pytest.mark.skipif(not VENDOR.is_dir(),
+                    reason="needs the NxDI 0.9.0 tree that nox reads beside the checkout (noxfile.py nxdi_source)")
 @pytest.mark.parametrize("how", ["env", "option"])
 def test_a_local_tree_is_checked_and_printed_instead_of_fetched(capsys, monkeypatch, tmp_path, how):
     if how == "env":
