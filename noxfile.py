@@ -84,7 +84,8 @@ def trn2_stack(session: nox.Session) -> None:
     session.install("--no-deps", "apache-otava==0.8.0")
     source = nxdi_source()
     if not source:
-        session.warn("no NxDI source (../shared/vendor or $CARBON_NXDI_SOURCE): the NxDI CPU tier is skipped")
+        session.warn("no NxDI source: the NxDI CPU tier is skipped (set CARBON_NXDI_SOURCE to a tree that "
+                     "`carbon-harness nxdi-source 2.29.0` fetches)")
         session.run("pytest", SUITE_RUNS, *session.posargs)
         return
     session.run("pytest", SUITE_RUNS, f"--carbon-nxdi-source={source}", *session.posargs)
@@ -178,8 +179,8 @@ def release_setup(session: nox.Session) -> str:
     install_harness(session, "transformers==4.57.*", "scipy")
     source = nxdi_source()
     if not source or not (Path(source) / "releases").is_dir():
-        session.skip("release checks need an NxDI 2.29 tree with releases/ beside it (../shared/vendor, or "
-                     "CARBON_NXDI_SOURCE)")
+        session.skip("release checks need an NxDI 2.29 tree with releases/ beside it in CARBON_NXDI_SOURCE "
+                     "(docs/trn2.md, NxDI's sources)")
     return source
 
 
