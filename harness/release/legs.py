@@ -35,8 +35,9 @@ def parse_legs(value: str) -> int | tuple[str, ...]:
     legs = tuple(v.strip() for v in value.split(","))
     bad = [v for v in legs if v not in LEGS]
     if bad or not legs:
-        raise argparse.ArgumentTypeError(f"{value!r}: give the contract's legs (bf16, or bf16,fp32) or a count N "
-                                         "of checks merged into one verdict")
+        raise argparse.ArgumentTypeError(f"{value!r}: give the contract's legs (bf16 or bf16,fp32 for a bf16 "
+                                         "candidate, fp32 for an fp32 one) or a count N of checks merged into one "
+                                         "verdict")
     return tuple(dict.fromkeys(legs))
 
 
@@ -92,7 +93,7 @@ def check_legs(plan: CheckPlan, asked: tuple[str, ...] | None) -> tuple[str, ...
         accepted = "fp32" if leg == "fp32" else f"{leg} or {leg},fp32"
         raise ReleaseCheckError(f"--legs {','.join(asked)}: the candidate computes in {leg} here, so its own leg is "
                                 f"the {leg} leg: give --legs {accepted} (or --dtype for the sides' dtype)")
-    return tuple(x for x in (leg, "fp32") if x in asked)
+    return tuple(dict.fromkeys(x for x in (leg, "fp32") if x in asked))  # an fp32 check is one leg
 
 
 def with_legs(plan: CheckPlan, values: list[int | tuple[str, ...]] | None) -> CheckPlan:

@@ -86,6 +86,7 @@ def test_the_leg_is_the_candidates_dtype_an_fp32_baseline_adds_no_fp32_leg():
 def test_legs_bf16_opts_out_and_a_list_without_the_checks_own_leg_is_refused():
     assert check_legs(plan("hf", "bf16"), ("bf16",)) == ("bf16",)
     assert check_legs(plan("hf", "bf16"), ("fp32", "bf16")) == ("bf16", "fp32")
+    assert check_legs(plan("hf"), ("fp32",)) == ("fp32",)  # an fp32 check's own leg is the fp32 leg: once
     with pytest.raises(ReleaseCheckError, match=r"--legs bf16: the candidate computes in fp32 here.*give --legs fp32"):
         check_legs(plan("hf"), ("bf16",))
     with pytest.raises(ReleaseCheckError, match=r"--legs fp32: the candidate computes in bf16.*bf16 or bf16,fp32"):
@@ -194,7 +195,7 @@ def test_a_bf16_only_check_says_what_it_cannot_see(fp32):
 
 
 @pytest.mark.parametrize("legs, message", [
-    ("fp8", "argument --legs: 'fp8': give the contract's legs (bf16, or bf16,fp32)"),
+    ("fp8", "argument --legs: 'fp8': give the contract's legs (bf16 or bf16,fp32 for a bf16 candidate, fp32"),
     ("bf16", "--legs bf16: the candidate computes in fp32 here, so its own leg is the fp32 leg: give --legs fp32"),
 ])
 def test_release_check_refuses_legs_it_cannot_run_before_running(tmp_path, legs, message):
@@ -246,3 +247,11 @@ def test_a_side_already_fp32_in_process_lends_its_contract_to_the_fp32_leg_a_ser
     leg = fp32_leg(made).plan
     assert copy_reference(made, leg, "baseline") == 1
     assert (contract_dir(leg, "baseline") / "contract-carbon-tiny-smoke.json").read_text() == '{"dtype": "fp32"}'
+
+
+def test_a_bad_legs_value_names_every_leg_a_check_accepts():
+    """The fix a user follows from this line must work on a CPU check too, whose sides compute in fp32."""
+    with pytest.raises(argparse.ArgumentTypeError) as raised:
+        parse_legs("fp33")
+    assert "'fp33'" in str(raised.value)
+    assert "bf16 or bf16,fp32 for a bf16 candidate, fp32 for an fp32 one" in str(raised.value)
