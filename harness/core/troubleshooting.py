@@ -183,7 +183,9 @@ def explain_pointer(error: object, *, quiet: bool = False) -> str:
         return ""
     if entry is None:
         return "" if quiet else f" (no entry in {PAGE}; CARBON_HARNESS_TRACEBACK=1 shows where it came from)"
-    return f" (carbon-harness explain: {entry.link})"
+    pointer = f" (carbon-harness explain: {entry.link})"
+    # a wrapper's message may carry its inner error's line, pointer and all: that entry once is enough
+    return "" if pointer in str(error) else pointer
 
 
 class PointingParser(argparse.ArgumentParser):

@@ -187,6 +187,10 @@ def test_the_error_line_ends_with_its_entry(tmp_path, capsys):
     assert line.startswith("carbon-harness cost: error: hardware profile 'cpu' has no price_per_hour")
     assert line.endswith(f"(carbon-harness explain: docs/troubleshooting/{cost.group}.md#{cost.id})"), line
     assert tr.find(line) == cost  # the pasted line, pointer and all
+    # a wrapper that quotes that line, pointer and all, points to the same entry once, not twice
+    wrapped = f"the baseline cannot run: {line.split('error: ', 1)[1]}"
+    assert tr.explain_pointer(wrapped) == ""
+    assert tr.explain_pointer(wrapped.split(" (carbon-harness explain:")[0]) == line[line.index(" (carbon-harness"):]
     assert tr.explain_pointer(OSError(2, "No such file or directory")).startswith(" (no entry in docs/")
     assert tr.explain_pointer("argument --out: expected one argument", quiet=True) == ""
 
