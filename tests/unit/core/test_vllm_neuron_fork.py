@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.vllm_neuron_preflight import preflight
+from harness.core.vllm_neuron_preflight import PLUGIN_FILES, preflight
 from tests.helpers import REPO
 from tests.unit.core.test_vllm_neuron_preflight import PACKAGE, SKIP_EFA, server
 
@@ -40,6 +40,12 @@ def fork() -> Path:
         text = (root / name).read_text()
         assert len(text) == manifest["files"][name]["chars"], f"{name}: not the recorded file"
     return root
+
+
+def test_the_tree_holds_every_file_the_preflight_loads_from_a_plugin():
+    """What a user must assemble (this module's FILES, named in its skip line) is exactly what the preflight
+    loads from an installed plugin: a file left out would silently fall back to the harness's rules."""
+    assert sorted(FILES) == sorted(f"vllm_neuron/{path}" for path in PLUGIN_FILES.values())
 
 
 CASES = {  # name: (server arguments, environment)
