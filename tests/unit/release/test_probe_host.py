@@ -44,3 +44,24 @@ def test_the_verdict_table_shows_scalars_and_leaves_raw_records_to_the_json():
     assert "| os:aws-neuronx-runtime-lib | 2.31.24.0 | 2.31.24.0 |" in md and "| neuronx-cc |" in md
     assert "neuron_ls" not in md and "pip_freeze" not in md
     assert verdict.to_dict()["sides"]["baseline"]["versions"]["pip_freeze"] == ["nki==0.3.0"]
+
+
+def test_a_venvs_own_records_read_as_the_verdict_shows_them(tmp_path):
+    """The vLLM Neuron build's source and the resolved set: nothing where the venv has no file, the record where
+    it has one, and one line naming the file where it is broken (never a crash of the probe)."""
+    from harness.release.probe import VLLM_NEURON_SOURCE_FILE, resolved_record, vllm_neuron_source
+    from harness.release.resolved import RESOLVED_FILE
+
+    assert vllm_neuron_source(tmp_path) == {} and resolved_record(tmp_path) == {}
+    (tmp_path / VLLM_NEURON_SOURCE_FILE).write_text('{"commit": "abc1234", "tag": "v0.2.0", "source": "git"}')
+    assert vllm_neuron_source(tmp_path) == {"vllm_neuron_source": {"commit": "abc1234", "tag": "v0.2.0",
+                                                                   "source": "git"},
+                                            "vllm_neuron_commit": "abc1234 (tag v0.2.0)"}
+    (tmp_path / RESOLVED_FILE).write_text('{"packages": {"torch": "2.13.0"}, "status": "held", "line": "no drift"}')
+    assert resolved_record(tmp_path) == {"resolved_set": {"torch": "2.13.0"}, "resolved_hold": "held: no drift"}
+    (tmp_path / VLLM_NEURON_SOURCE_FILE).write_text("[1]")
+    assert vllm_neuron_source(tmp_path) == {
+        "vllm_neuron_source": {"error": f"{tmp_path / VLLM_NEURON_SOURCE_FILE}: not a JSON object"}}
+    (tmp_path / RESOLVED_FILE).write_text('{"cut')
+    hold = resolved_record(tmp_path)["resolved_hold"]
+    assert hold.startswith(f"{tmp_path / RESOLVED_FILE}: ") and "resolved_set" not in resolved_record(tmp_path)
