@@ -4,7 +4,6 @@ leg: 240 min) refused before anything starts, in one line naming what to change.
 
 from __future__ import annotations
 
-import argparse
 import random
 import re
 import sys
@@ -14,11 +13,12 @@ import pytest
 
 from harness.core.sequential import Design
 from harness.release import leg_time
-from harness.release.device_options import add_device_options, with_device_options
+from harness.release.device_options import with_device_options
 from harness.release.errors import ReleaseCheckError
 from harness.release.leg_time import Costs, Leg, estimate, refusal
 from harness.release.plan import CheckPlan, Side
 from tests.unit.conftest import REPO
+from tests.unit.release.test_device_options import options
 
 pytestmark = pytest.mark.unit
 
@@ -100,14 +100,6 @@ def test_a_costs_file_that_cannot_be_read_is_one_error(tmp_path):
     (tmp_path / "c.json").write_text("{}")
     with pytest.raises(leg_time.LegTimeError, match="cannot read the leg-time costs"):
         leg_time.load_costs(tmp_path / "c.json")
-
-
-def options(*argv: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser()
-    add_device_options(p)
-    for name in ("baseline", "candidate"):
-        p.add_argument(f"--{name}-python")
-    return p.parse_args(list(argv))
 
 
 def vllm_pair(tmp_path, max_pairs: int) -> CheckPlan:

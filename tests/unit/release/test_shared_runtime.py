@@ -6,7 +6,6 @@ as carbon-harness-constraints.txt, the interpreter a link under VENV/bin)."""
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 from pathlib import Path
@@ -15,12 +14,13 @@ import pytest
 
 from harness.analysis.pairing import SideReport
 from harness.release import shared_runtime
-from harness.release.device_options import add_device_options, with_device_options
+from harness.release.device_options import with_device_options
 from harness.release.devices import device_records
 from harness.release.errors import ReleaseCheckError
 from harness.release.plan import CheckPlan, Side
 from harness.release.runtime_layer import CONSTRAINTS_IN_VENV, markdown
 from tests.unit.conftest import REPO
+from tests.unit.release.test_device_options import options
 
 pytestmark = pytest.mark.unit
 
@@ -66,14 +66,6 @@ def test_a_served_2_32_to_2_33_pair_on_one_host_is_named_with_both_runtimes_and_
 ])
 def test_nothing_to_refuse(needs, served, images):
     assert shared_runtime.mismatch(needs, served, images) is None
-
-
-def options(*argv: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser()
-    add_device_options(p)
-    for name in ("baseline", "candidate"):
-        p.add_argument(f"--{name}-python")
-    return p.parse_args(list(argv))
 
 
 def pair(tmp_path, baseline: str = "vllm-neuron-2.32.0", candidate: str = "vllm-neuron-2.33.0") -> CheckPlan:
