@@ -49,7 +49,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "harness/analysis/side_checks.py": (A + "test_side_checks.py",),  # test_contract's 3x slower, nothing more here
     "harness/analysis/side_rows.py": (A + "test_side_rows.py", A + "test_contract.py"),
     "harness/analysis/work_section.py": (A + "test_work_section.py",),
-    "harness/core/stats.py": (C + "test_sequential.py", A + "test_verdict.py", A + "test_pairing.py"),
+    "harness/core/stats.py": (C + "test_stats.py", C + "test_sequential.py", A + "test_verdict.py",
+                              A + "test_pairing.py"),
     "harness/core/sequential.py": (C + "test_sequential.py",),
     "harness/core/neuron_visibility.py": (C + "test_neuron_visibility.py", C + "test_neuron_cores.py"),
     "harness/core/neuron_cores.py": (C + "test_neuron_cores.py", R + "test_core_turns.py"),
@@ -58,8 +59,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "harness/core/process_environment.py": (C + "test_process_environment.py", R + "test_side_env.py"),
     "harness/release/rounds.py": (R + "test_rounds.py",),
     "harness/release/cores.py": (R + "test_core_turns.py", R + "test_worker_cores.py", C + "test_neuron_efa.py"),
-    "harness/release/plan.py": (R + "test_release_sides.py", R + "test_side_env.py", R + "test_rounds.py",
-                                R + "test_leg_time.py"),
+    "harness/release/plan.py": (R + "test_plan.py", R + "test_release_sides.py", R + "test_side_env.py",
+                                R + "test_rounds.py", R + "test_leg_time.py"),
 }
 
 
