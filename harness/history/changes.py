@@ -43,7 +43,8 @@ class Change:
         word = "REGRESSION" if self.regression else "improvement"
         return (f"{s['figure']} {100 * self.change:+.1f}% [{100 * self.low:+.1f}%, {100 * self.high:+.1f}%] "
                 f"{word} at {where}: {self.before:.4g} -> {self.after:.4g}, p={self.pvalue:.2g}; "
-                f"series {s['benchmark']} {s['model']}/{s['shape']} {s['backend']} {s['dtype']} on {s['hardware']}")
+                f"series {s['benchmark']} {s['model']}/{s['shape']} {s['backend']} {s['dtype']} on {s['hardware']}, "
+                f"{s['timer']} time")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

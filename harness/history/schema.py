@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-HEAD = "0001"  # the newest migration's revision: a store at another one is upgraded when opened
+HEAD = "0002"  # the newest migration's revision: a store at another one is upgraded when opened
 
 metadata = sa.MetaData()
 
@@ -60,5 +60,8 @@ figures = sa.Table(
     sa.Column("hardware", sa.String(80), nullable=False),
     sa.Column("value", sa.Float, nullable=False),
     sa.Column("direction", sa.String(3), nullable=False),  # "max": lower is better; "min": higher is better
-    sa.Index("figures_series", "figure", "benchmark", "model", "shape", "backend", "hardware"),
+    # what timed it (records.TIMERS: "cpu", "wall"; "-" unrecorded, as every row from before 0002): part of
+    # the series, so a CPU-time history never judges a wall-time run
+    sa.Column("timer", sa.String(20), nullable=False, server_default="-"),
+    sa.Index("figures_series", "figure", "benchmark", "model", "shape", "backend", "dtype", "hardware", "timer"),
 )

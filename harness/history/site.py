@@ -59,7 +59,7 @@ def chart(key: tuple, pts: list[dict[str, Any]], changes: list[Change]) -> str:
 
 def run_page(run_id: int, pts: list[dict[str, Any]]) -> str:
     p = pts[0]
-    rows = "".join(f"<tr><td>{esc(q['benchmark'])}</td><td>{esc(q['figure'])}</td><td>{esc(q['value'])}</td>"
+    rows = "".join(f"<tr><td>{esc(q['benchmark'])}</td><td>{esc(q['figure'])} ({esc(q['timer'])} time)</td><td>{esc(q['value'])}</td>"
                    f"<td>{esc(q['model'])}/{esc(q['shape'])}</td><td>{esc(q['backend'])}</td><td>{esc(q['hardware'])}</td></tr>"
                    for q in pts)
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>Run {run_id}</title>'
@@ -90,7 +90,8 @@ def index_page(points: list[dict[str, Any]], changes: list[Change], checks: list
             continue
         s = dict(zip(SERIES_COLUMNS, key))
         body += [f'<section class="series"><h3>{esc(s["figure"])}: {esc(s["benchmark"])}</h3>',
-                 f"<p>{esc(s['model'])}/{esc(s['shape'])}, {esc(s['backend'])} {esc(s['dtype'])} on {esc(s['hardware'])}; "
+                 f"<p>{esc(s['model'])}/{esc(s['shape'])}, {esc(s['backend'])} {esc(s['dtype'])} on {esc(s['hardware'])}, "
+                 f"{esc(s['timer'])} time; "
                  f"{len(pts)} runs; {len(by_series[key])} change points</p>", chart(key, pts, by_series[key]), "</section>"]
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>carbon-harness history</title>'
             f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n")

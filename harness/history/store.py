@@ -146,8 +146,9 @@ def add(url: str | None, paths: Iterable[Path]) -> list[Added]:
         return [record(conn, s) for s in sources]
 
 
-# The columns that name a series: one figure of one benchmark at one model, shape, backend, dtype, hardware.
-SERIES_COLUMNS = ("figure", "benchmark", "model", "shape", "backend", "dtype", "hardware")
+# The columns that name a series: one figure of one benchmark at one model, shape, backend, dtype, hardware,
+# timed by one timer (CPU or wall time: records.TIMERS).
+SERIES_COLUMNS = ("figure", "benchmark", "model", "shape", "backend", "dtype", "hardware", "timer")
 
 
 def points(conn: sa.Connection) -> list[dict[str, Any]]:
