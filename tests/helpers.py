@@ -29,6 +29,10 @@ def checkout_under_test(tests_dir: Path, harness_root: Path) -> Path:
 
 
 REPO = checkout_under_test(Path(__file__).parent, REPO_ROOT)
+# A release check planned for a Trn2 instance whose sides stand in for the device on this CPU rehearses the device's bf16
+# and runs the fp32 leg beside it (harness.release.legs.rehearsed); the tests of other things pin the sides' fp32,
+# one leg, as they ran before (the legs' own: tests/unit/release/test_rehearsed_legs.py, test_contract_legs_release.py)
+FP32 = ("--dtype", "fp32")
 
 
 def ci_run_commands(root: Path = REPO) -> list[str]:

@@ -28,7 +28,7 @@ from harness.core.storage import atomic_write_json, atomic_write_text
 from harness.core.verdicts import exit_code
 from harness.release.device_options import add_device_options, stash_image_pythons, with_device_options
 from harness.release.errors import CheckStopped, ReleaseCheckError, stop_on_signals
-from harness.release.legs import parse_legs, split_legs, with_legs
+from harness.release.legs import parse_legs, rehearsed, split_legs, with_legs
 from harness.release.plan import CONFORMANCE_MARKERS, CheckPlan, Side
 from harness.release.run import run_check
 
@@ -96,7 +96,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=DTYPES,
                    help="both sides' dtype: transformers' torch dtype, NeuronConfig's torch_dtype, the --dtype of a vLLM "
                         "server the check starts, what a team's server runs (default: each backend's own, as the "
-                        "engine reports it: fp32 on a CPU, bf16 on a device, fp32 for a started server); it picks "
+                        "engine reports it: fp32 on a CPU, bf16 on a device, fp32 for a started server; bf16 for "
+                        "NxDI's CPU mode and a VLLM_DEVICE=cpu serve script where --neuron-instance plans a Trn2 "
+                        "instance: the device's, rehearsed on the CPU, the fp32 leg beside it); it picks "
                         "the output contract's criterion and is recorded in verdict.json")
     p.add_argument("--neuron-cpu", action="store_true",
                    help="run the neuron side(s) in NxDI's CPU mode, from NxDI source trees (no Trainium needed), "
@@ -266,7 +268,8 @@ def cmd_release_check(args: argparse.Namespace) -> int:
     if plan.timer == "cpu" and not plan.in_process:
         raise ReleaseCheckError(f"--timer cpu: {plan.baseline.backend} -> {plan.candidate.backend} does its work "
                                 "outside the client's process (a server or a device); give --timer wall or auto")
-    plan = with_legs(with_device_options(args, plan, image_pythons), args.legs)
+    # a CPU rehearsal of a Trn2 instance's check runs the device's bf16, then the fp32 leg (harness.release.legs)
+    plan = with_legs(rehearsed(with_device_options(args, plan, image_pythons)), args.legs)
     previous = stop_on_signals()
     try:
         verdict = run_check(plan, tolerances, args.confidence, fail_on_likely=args.fail_on_likely)

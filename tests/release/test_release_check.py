@@ -19,7 +19,7 @@ import pytest
 
 from harness.release.plant import plant_one_crash, plant_tkg_slowdown
 from harness.release.children import child_env
-from tests.helpers import REPO, run_cli
+from tests.helpers import FP32, REPO, run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.neuron, pytest.mark.slow]
 
@@ -159,7 +159,7 @@ def test_the_candidate_in_its_own_image_runs_through_the_image_runner(tmp_path, 
     log = tmp_path / "runner.jsonl"
     r = run_cli("release-check", "--neuron-cpu", "--baseline-nxdi-source", str(vendor), "--candidate-nxdi-source",
                 str(vendor), "--candidate-image", "neuron-dlc:stand-in", "--image-runner",
-                f"bash {REPO / 'tests' / 'stand_ins' / 'image-runner.sh'}", "--neuron-instance", "trn2.48xlarge",
+                f"bash {REPO / 'tests' / 'stand_ins' / 'image-runner.sh'}", "--neuron-instance", "trn2.48xlarge", *FP32,
                 "--candidate-python", sys.executable, "--out", str(tmp_path / "out"), *PERF_OPTIONS, "--rounds", "3",
                 timeout=1200, env=child_env({"STAND_IN_LOG": str(log)}))
     verdict = json.loads((tmp_path / "out" / "verdict.json").read_text())

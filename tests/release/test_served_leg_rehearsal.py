@@ -21,7 +21,7 @@ import pytest
 
 from harness.release.children import child_env
 from harness.serving.process_group import group_members
-from tests.helpers import REPO
+from tests.helpers import FP32, REPO
 from tests.release.test_served_release import vllm_032  # noqa: F401  (the fixture: CARBON_VLLM_0_32_PYTHON)
 from tests.unit.release.test_stop_signals import read_until
 
@@ -64,7 +64,7 @@ def test_the_served_leg_starts_its_server_past_the_plugins_rules_and_sigterm_sto
                      "CANDIDATE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh", "VLLM_DEVICE": "cpu",
                      "NEURON_INSTANCE": instance, "MODEL": "carbon-tiny", "SHAPES": "smoke", "OUT": str(out),
                      "PYTHON": sys.executable, "ROUNDS": "3",
-                     "EXTRA_ARGS": " ".join(["--conformance-markers", "contract", "--runs", "2", *sides])})
+                     "EXTRA_ARGS": " ".join(["--conformance-markers", "contract", "--runs", "2", *FP32, *sides])})
     proc = subprocess.Popen(["bash", "ci/scripts/release-leg.sh"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

@@ -42,7 +42,7 @@ from harness.release.plant import (
     plant_served_step_slowdown,
     plant_served_weight_noise,
 )
-from tests.helpers import REPO, run_cli
+from tests.helpers import FP32, REPO, run_cli
 
 pytestmark = [pytest.mark.release, pytest.mark.serving, pytest.mark.slow]
 
@@ -237,7 +237,7 @@ def migration_leg(tmp_path: Path, vllm_032: str, source: Path, instance: str) ->
                      "CANDIDATE_PYTHON": vllm_032, "CANDIDATE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh",
                      "VLLM_DEVICE": "cpu", "NEURON_INSTANCE": instance, "MODEL": "carbon-tiny", "SHAPES": "smoke",
                      "OUT": str(out), "PYTHON": sys.executable, "ROUNDS": "3",
-                     "EXTRA_ARGS": " ".join(SERVED[2:4] + SERVED[6:]  # --runs 2 --resolve 100%
+                     "EXTRA_ARGS": " ".join(SERVED[2:4] + SERVED[6:] + FP32  # --runs 2 --resolve 100% --dtype fp32
                                             + ("--candidate-env", f"PYTHONPATH={PLUGIN_2_32}"))})
     r = subprocess.run(["bash", "ci/scripts/release-leg.sh"], cwd=REPO, capture_output=True, text=True, timeout=1800,
                        env=env)
@@ -340,7 +340,7 @@ def vllm_leg(tmp_path: Path, name: str, baseline: str, candidate: str, *candidat
                      "CANDIDATE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh", "VLLM_DEVICE": "cpu",
                      "NEURON_INSTANCE": instance, "MODEL": "carbon-tiny", "SHAPES": "smoke", "OUT": str(out),
                      "PYTHON": sys.executable, "ROUNDS": "3",
-                     "EXTRA_ARGS": " ".join((*SERVED[:4], *SERVED[6:], *(f"--{side}-env PYTHONPATH={path}"
+                     "EXTRA_ARGS": " ".join((*SERVED[:4], *SERVED[6:], *FP32, *(f"--{side}-env PYTHONPATH={path}"
                                                                         for side, path in paths.items())))})
     r = subprocess.run(["bash", "ci/scripts/release-leg.sh"], cwd=REPO, capture_output=True, text=True, timeout=1800,
                        env=env)

@@ -37,7 +37,7 @@ from harness.release.plant import plant_served_decode_position
 from harness.serving.client import completion_body
 from harness.serving.scoring_prefix import PREFIX_REQUESTS
 from harness.serving.server import VLLMServer
-from tests.helpers import REPO
+from tests.helpers import FP32, REPO
 
 pytestmark = [pytest.mark.release, pytest.mark.serving, pytest.mark.slow, pytest.mark.extended]
 
@@ -128,7 +128,7 @@ def platform_leg(tmp_path: Path, name: str, baseline: str, candidate: str, *cand
                      "CANDIDATE_SERVE_SCRIPT": "ci/scripts/vllm-serve.sh", "VLLM_DEVICE": "cpu",
                      "NEURON_INSTANCE": "trn2.48xlarge", "MODEL": "carbon-tiny", "SHAPES": "smoke", "OUT": str(out),
                      "PYTHON": sys.executable, "ROUNDS": "3",
-                     "EXTRA_ARGS": " ".join((*SERVED[:4], *SERVED[6:], sides))})
+                     "EXTRA_ARGS": " ".join((*SERVED[:4], *SERVED[6:], *FP32, sides))})
     r = subprocess.run(["bash", "ci/scripts/release-leg.sh"], cwd=REPO, capture_output=True, text=True, timeout=2400,
                        env=env)
     verdict = json.loads((out / "verdict.json").read_text()) if (out / "verdict.json").is_file() else {}
