@@ -33,7 +33,8 @@ EXPECTED = {"rope-theta": "sigma ratio (scored)", "rms-eps": "sigma ratio (score
 # Near-threshold defects (issue 47), each planted in a bf16 candidate and, as ``DEFECT-fp32``, in an fp32 one
 # (the fp32 leg). Which a Trn2 team must see fail, with the criterion that must name it, and why; a leg not
 # listed is recorded as it comes out (a miss stays in the zoo's record, with the reason in MISSES).
-NEAR_THRESHOLD = ("attn-scale-late", "attn-scale", "kv-drop-late", "pad-mask-decode", "softmax-bf16")
+NEAR_THRESHOLD = ("attn-scale-late", "attn-scale", "kv-drop-late", "pad-mask-decode", "softmax-bf16",
+                  "rmsnorm-bf16-decode")
 MUST_FAIL = {
     # a 1% attention temperature late in decode is what a wrong scale constant in a decode-only kernel does;
     # bf16 rounding moves these logits as much, so only the fp32 leg can see it
@@ -45,6 +46,10 @@ MUST_FAIL = {
     # a decode that attends to pad slots corrupts every batched request shorter than its batch's longest
     "pad-mask-decode": "padded-row log-probs",
     "pad-mask-decode-fp32": "padded-row log-probs",
+    # a decode kernel that keeps RMSNorm's statistics in bf16 (transformers upcasts to fp32): a bf16-only
+    # regression the fp32 leg cannot see, at the pooled sigma bound (issue 56: 1.47 against 1.5); the signed
+    # bias it adds (the distribution flattened one way at every decode step) is what must name it
+    "rmsnorm-bf16-decode": "signed bias",
 }
 MISSES = {
     "attn-scale-late": "x1.01 on decode steps past position 40 moves the logits by less than bf16 rounding does "
@@ -54,6 +59,7 @@ MISSES = {
     "softmax-bf16": "a softmax fully in bf16 is an accuracy choice some kernels make, not a bug by itself: "
                     "recorded in both legs, never required (in fp32 the plant is inert: it acts on bf16 only)",
     "softmax-bf16-fp32": "inert in fp32 (the plant rounds bf16 attention only): a correct fp32 case",
+    "rmsnorm-bf16-decode-fp32": "inert in fp32 (the plant acts on bf16 hidden states only): a correct fp32 case",
 }
 
 def is_yardstick(stack: str, case: str) -> bool:
@@ -154,6 +160,21 @@ SOFTMAX_BF16 = """        import torch
             out = (e / total) @ v
             return out.transpose(1, 2).contiguous(), None"""
 
+# transformers' LlamaRMSNorm upcasts to fp32 for its variance and normalisation; this one keeps both in bf16 on
+# decode steps (one new token: sequence length 1) and leaves prefill untouched, as a decode-only kernel would
+RMSNORM_BF16_DECODE = '''    import torch
+
+    cls = module.LlamaRMSNorm
+    original = cls.forward
+
+    def forward(self, hidden_states):
+        if hidden_states.dtype != torch.bfloat16 or hidden_states.shape[-2] != 1:
+            return original(self, hidden_states)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)  # bf16: no upcast
+        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
+
+    cls.forward = forward'''
+
 HOOKS = {
     "rope-theta": ("transformers.models.llama.modeling_llama", ROPE, f"RoPE with theta {WRONG_THETA:g}"),
     "rms-eps": ("transformers.models.llama.modeling_llama", EPS, f"every RMSNorm with eps {WRONG_EPS:g}"),
@@ -171,6 +192,8 @@ HOOKS = {
                         "decode ignores the padding mask"),
     "softmax-bf16": ("transformers.integrations.sdpa_attention", SDPA.format(late=LATE, body=SOFTMAX_BF16),
                      "attention's softmax kept fully in bf16 (exp, sum, divide)"),
+    "rmsnorm-bf16-decode": ("transformers.models.llama.modeling_llama", RMSNORM_BF16_DECODE,
+                            "RMSNorm's variance and normalisation in bf16 on decode steps (no fp32 upcast)"),
     "correct-bf16-eager": ("transformers.models.llama.modeling_llama", EAGER, "eager attention (correct)"),
 }
 

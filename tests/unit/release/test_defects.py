@@ -119,6 +119,7 @@ def changed_rows(planted, clean) -> list[int]:
     ("kv-drop-late", "bf16", False, LATE - 30 + 2),  # the first step past LATE
     ("pad-mask-decode", "bf16", True, 1),  # every decode step of a padded row
     ("pad-mask-decode", "bf16", False, None),  # an unpadded row has no pad slot to attend to
+    ("rmsnorm-bf16-decode", "bf16", False, 1),  # every decode step, from the first; prefill untouched
 ])
 def test_a_near_threshold_plant_changes_the_logits_from_where_it_acts_and_nowhere_before(tmp_path, defect, dtype,
                                                                                        padded, first):
