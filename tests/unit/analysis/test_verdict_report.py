@@ -1,0 +1,157 @@
+"""What a user reads of a release verdict (``harness.analysis.verdict``): the report's every line for a
+failing check, the one-line summary, verdict.json's fields, the legs merged, the table of outcome changes
+cut at 50, and each gate cell's words; pinned so that a one-line change to the rendering or to the order
+of the reasons shows (issue 57, generated mutants)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.analysis.contract import ContractResult
+from harness.analysis.pairing import SideReport
+from harness.analysis.results import CaseOutcome
+from harness.analysis.verdict import cannot_run, decide, merge, merged_markdown
+from harness.core.sequential import Design
+from tests.unit.analysis.test_verdict import NOISY, TKG, side
+
+pytestmark = pytest.mark.unit
+
+SLOWER = (f"{TKG} tkg_ms_p50: slower by 29.4% (17 -> 22; 95% interval +29.4% .. +29.4% over 3 pairs; failed at 3 "
+          "pairs, p 0 <= Holm level 0.025; tolerance 5%)")
+
+
+def failing():
+    base = side("baseline", [17.0] * 3, outcomes={"t::a": CaseOutcome("passed")})
+    cand = side("candidate", [22.0] * 3, outcomes={"t::a": CaseOutcome("failed", "boom")})
+    cand.versions = {"nxdi_version": "0.10.0", "pip_freeze": ["x==1"], "torch": "2.13"}
+    return decide(base, cand, mode="NxDI CPU mode")
+
+
+def test_a_failing_checks_report_reads_line_by_line():
+    v = failing()
+    rule = v.design.describe()
+    table = "| benchmark | metric | baseline | candidate | change | interval | pairs | gate |\n" \
+            "|---|---|---|---|---|---|---|---|"
+    expected = "\n".join([
+        "## Release check: FAIL", "",
+        "| | baseline | candidate |", "|---|---|---|",
+        "| nxdi_version | 0.9.0 | 0.10.0 |", "| torch | - | 2.13 |", "",
+        "Mode: NxDI CPU mode; perf rounds (fresh processes, A B / B A): 3 run, 3 with baseline results, 3 with "
+        f"candidate results; tolerance 5%; {rule}.", "",
+        "### Reasons", "",
+        "1. 1 test(s) passed on the baseline and not on the candidate: t::a (failed)",
+        f"2. {SLOWER}", "",
+        *v.config_lines,
+        "### Tests whose outcome changed", "",
+        "| test | baseline | candidate | message |", "|---|---|---|---|",
+        "| `t::a` | passed | failed | boom |", "",
+        "### Gated figures", "", table,
+        f"| `{TKG}` | tkg_ms_p50 | 17 | 22 | +29.4% | +29.4% .. +29.4% | 3 | **FAIL** at 3 pairs |",
+        "| `engine carbon-tiny/smoke` | load_s | 0.3 | 0.3 | +0.0% | +0.0% .. +0.0% | 3 | pass at 3 pairs (tol 25%) |",
+        "",
+        "<details><summary>Reported, not gated (derived from the same samples, or timed by the engine): 2 "
+        "figures</summary>", "", table,
+        f"| `{TKG}` | median_s | 0.017 | 0.022 | +29.4% | +29.4% .. +29.4% | 3 | reported |",
+        f"| `{TKG}` | tkg_roofline_fraction | 0.1 | 0.1 | +0.0% | +0.0% .. +0.0% | 3 | reported |",
+        "", "</details>", "",
+        "Each pair's figures are in verdict.json (`figures[].pairs`)."])
+    assert v.markdown() == expected
+    assert v.summary() == "FAIL: 1 test(s) passed on the baseline and not on the candidate: t::a (failed) (and 1 more)"
+    assert v.word == "FAIL" and not v.passed and v.rounds == 3 and v.mode == "NxDI CPU mode"
+
+
+def test_verdict_json_carries_the_design_the_sides_and_every_list():
+    v = failing()
+    data = json.loads(json.dumps(v.to_dict()))
+    d = v.design
+    assert data["design"] == {"min_pairs": 3, "max_pairs": 3, "step": d.step, "looks": [3], "alpha": d.alpha,
+                              "beta": d.beta, "resolve": d.resolve, "legs": d.legs, "rule": d.describe()}
+    assert (data["schema"], data["verdict"], data["mode"], data["rounds"], data["tolerance"]) == (
+        3, "FAIL", "NxDI CPU mode", 3, 0.05)
+    assert data["reasons"] == v.reasons and data["warnings"] == [] and data["inconclusive"] == []
+    assert data["fail_on_likely"] is False and data["wall_s"] is None and data["contract"] == {}
+    assert data["outcome_changes"] == [{"test": "t::a", "baseline": "passed", "candidate": "failed",
+                                        "message": "boom"}]
+    assert data["improvements"] == [] and data["left_out"] == [] and data["not_measured"] == []
+    assert data["stacks"] == {"baseline": "neuron", "candidate": "neuron"}
+    cand = data["sides"]["candidate"]
+    assert cand == {"backend": "neuron", "dtype": None, "versions": {"nxdi_version": "0.10.0", "pip_freeze": ["x==1"],
+                                                                       "torch": "2.13"},
+                    "tests": 1, "rounds": 3, "rounds_run": [1, 2, 3], "round_errors": {}, "session_errors": [],
+                    "config": {}}
+    assert [f["metric"] for f in data["figures"]] == ["median_s", "tkg_ms_p50", "tkg_roofline_fraction", "load_s"]
+
+
+def test_more_than_50_outcome_changes_are_cut_at_50_and_their_messages_at_160():
+    base = SideReport("baseline", outcomes={f"t::{i:02d}": CaseOutcome("passed") for i in range(53)})
+    cand = SideReport("candidate", outcomes={f"t::{i:02d}": CaseOutcome("failed", "m" * 200) for i in range(53)})
+    v = decide(base, cand)
+    assert v.reasons == ["53 test(s) passed on the baseline and not on the candidate: t::00 (failed), t::01 (failed), "
+                         "t::02 (failed), t::03 (failed), t::04 (failed) and 48 more"]
+    lines = v.markdown().splitlines()
+    rows = [line for line in lines if line.startswith("| `t::")]
+    assert len(rows) == 50 and rows[0] == f"| `t::00` | passed | failed | {'m' * 160} |"
+    assert "| ... 3 more in verdict.json | | | |" in lines
+    five = decide(SideReport("baseline", outcomes={f"t::{i}": CaseOutcome("passed") for i in range(5)}),
+                  SideReport("candidate", outcomes={}))
+    assert five.reasons[0].endswith("t::4 (missing)") and "more" not in five.reasons[0]
+    assert "| `t::0` | passed | missing | not collected on the candidate |" in five.markdown()
+
+
+def test_a_pass_says_pass_and_an_open_figure_inconclusive_in_one_line():
+    passed = decide(side("baseline", [17.0] * 3), side("candidate", [17.0] * 3))
+    assert passed.summary() == "PASS" and passed.passed and passed.word == "PASS"
+    assert passed.markdown().startswith("## Release check: PASS\n\n| | baseline | candidate |")
+    assert "### Reasons" not in passed.markdown() and "### Still open" not in passed.markdown()
+    undecided = decide(side("baseline", [17.0] * 4), side("candidate", NOISY), design=Design(min_pairs=4, max_pairs=4))
+    assert undecided.summary() == f"INCONCLUSIVE: 1 gated figure(s) still open at 4 pairs: {TKG} tkg_ms_p50"
+    md = undecided.markdown()
+    assert ("### Still open at --max-rounds 4 (INCONCLUSIVE: neither a pass nor a regression)\n\n"
+            f"1. {undecided.open[0].describe()}\n") in md
+
+
+def test_the_default_design_looks_once_at_every_round_run_and_at_least_three():
+    two = decide(side("baseline", [17.0] * 2), side("candidate", [17.0] * 2))
+    assert (two.design.min_pairs, two.design.max_pairs, two.rounds) == (3, 3, 2)
+    five = decide(side("baseline", [17.0] * 5), side("candidate", [17.0] * 4))
+    assert (five.design.min_pairs, five.design.max_pairs, five.rounds) == (5, 5, 5)
+    assert five.reasons == ["the candidate's perf round 5 produced no results (no error recorded)"]
+
+
+def test_a_contract_reason_fails_the_check_naming_its_model_and_shape():
+    contract = {"carbon-tiny/smoke": ContractResult(reasons=["the candidate breaks it"], notes=["a note"])}
+    v = decide(side("baseline", [17.0] * 3), side("candidate", [17.0] * 3), contract=contract)
+    assert v.reasons == ["output contract (carbon-tiny/smoke): the candidate breaks it"] and v.word == "FAIL"
+    assert v.to_dict()["contract"]["carbon-tiny/smoke"]["notes"] == ["a note"]
+    assert "<!-- output contract of carbon-tiny/smoke -->" in v.markdown()
+
+
+def test_the_first_engine_error_of_a_side_is_why_it_cannot_run_once():
+    error = 'failed with "harness.core.errors.BackendError: cannot load the engine"'
+    side_ = SideReport("candidate", session_errors=["stopped at start"],
+                       outcomes={"t::a": CaseOutcome("passed", "BackendError: not a failure"),
+                                 "t::b": CaseOutcome("failed", error), "t::c": CaseOutcome("error", error),
+                                 "t::d": CaseOutcome("failed", "AssertionError")})
+    assert cannot_run(side_) == ["stopped at start", "cannot load the engine (first seen in t::b)"]
+    assert cannot_run(SideReport("x", outcomes={"t::d": CaseOutcome("failed", "AssertionError")})) == []
+
+
+def test_merged_legs_keep_each_legs_verdict_and_number_their_reasons():
+    passed = decide(side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)).to_dict()
+    failed = failing().to_dict()
+    undecided = decide(side("baseline", [17.0] * 4), side("candidate", NOISY)).to_dict()
+    merged = merge([passed, failed, undecided], ["a", "b", "c"])
+    assert merged["schema"] == 3 and list(merged["legs"]) == ["a", "b", "c"]
+    assert merged["legs"]["b"] == {"verdict": "FAIL", "sides": failed["sides"], "rounds": 3}
+    assert merged["reasons"] == [f"b: {r}" for r in failed["reasons"]]
+    assert merged["inconclusive"] == [f"c: {undecided['inconclusive'][0]['text']}"]
+    md = merged_markdown(merged)
+    assert md == "\n".join([
+        "## Release check (all legs): FAIL", "", "| leg | verdict |", "|---|---|", "| a | PASS |", "| b | FAIL |",
+        "| c | INCONCLUSIVE |", "", "### Reasons", "", f"1. b: {failed['reasons'][0]}", f"2. b: {failed['reasons'][1]}",
+        "", "### Still open (INCONCLUSIVE: neither a pass nor a regression)", "",
+        f"1. {merged['inconclusive'][0]}"]) + "\n"
+    assert merged_markdown(merge([passed], ["a"])) == "## Release check (all legs): PASS\n\n| leg | verdict |\n" \
+                                                      "|---|---|\n| a | PASS |\n"
