@@ -192,3 +192,42 @@ def test_the_served_plant_changes_vllms_logprobs_from_the_decode_step_at_late_an
     first = [max(1, LATE - n + 1) for n in LENGTHS]  # step j's query sits at position n + j - 1; j = 0: prefill
     changed = [[j for j in range(len(c)) if p[j] != c[j]] for p, c in zip(planted, clean)]
     assert changed == [list(range(f, len(c))) for f, c in zip(first, clean)], changed
+
+
+def nxdi_python() -> str:
+    """An interpreter with NxDI 0.9's transformers (4.57): this one, else $CARBON_HF_4_57_PYTHON."""
+    import transformers
+
+    if transformers.__version__.startswith("4.57."):
+        return sys.executable
+    python = os.environ.get("CARBON_HF_4_57_PYTHON")
+    if not python or not Path(python).is_file():
+        pytest.skip("needs transformers 4.57 (NxDI 0.9's): run under .nox/trn2-stack/bin/python, or set "
+                    "CARBON_HF_4_57_PYTHON to such an interpreter with this checkout")
+    return python
+
+
+@pytest.mark.extended
+def test_the_nxdi_plant_changes_nxdis_cpu_mode_logits_from_the_decode_step_at_late_and_nowhere_before(
+        tmp_path, nxdi_source, carbon_tiny_checkpoint):
+    """NxDI's CPU mode (the nxdi side's engine), teacher-forced with a planted copy of the tree and with the tree
+    itself, two prompts in one batch: the 30-token prompt's logits change from the decode step whose query sits at
+    position LATE, the 50-token prompt's prefill (position 49) is untouched and its first decode step (50)
+    changes. Measured 2026-11-28: exactly these steps (fp32; largest change 0.012 at position 41, ~22 s a run)."""
+    import torch
+
+    from tests.unit.release.plant_probe_nxdi import LENGTHS
+
+    python = nxdi_python()
+    out = []
+    for source in (plant_nxdi("attn-scale-late", nxdi_source, tmp_path / "planted"), nxdi_source):
+        path = tmp_path / f"steps-{len(out)}.pt"
+        r = subprocess.run([python, "-m", "tests.unit.release.plant_probe_nxdi", str(carbon_tiny_checkpoint),
+                            str(source), "fp32", str(path)], cwd=REPO, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert r.returncode == 0, r.stderr[-2000:]
+        out.append(torch.load(path))
+    planted, clean = out
+    first = [max(1, LATE - n + 1) for n in LENGTHS]
+    assert [changed_rows(p, c) for p, c in zip(planted, clean)] == [list(range(f, len(c))) for f, c in
+                                                                   zip(first, clean)]
