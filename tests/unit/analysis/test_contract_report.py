@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 
 from harness.analysis.contract import (
     CONTRACT_SCHEMA,
+    CRITERION_KEYS,
     TOLERANCES_FILE,
     ContractError,
     ContractResult,
@@ -45,7 +47,9 @@ def test_verdict_json_holds_each_sides_judgement_field_by_field():
     assert [base["who"], cand["who"]] == ["baseline", "candidate"] and base["passed"] and not cand["passed"]
     judged = result.sides[1]
     crit = load_tolerances()["bf16"]
-    assert cand["criterion"] == {**crit.__dict__, "tier_factor": dict(crit.tier_factor)}
+    assert cand["criterion"]["tier_factor"] == dict(crit.tier_factor) and cand["criterion"]["dtype"] == "bf16"
+    finite = [k for k in CRITERION_KEYS - {"tier_factor"} if math.isfinite(getattr(crit, k))]
+    assert "pad_factor" in finite and all(cand["criterion"][k] == getattr(crit, k) for k in finite)
     assert (cand["backend"], cand["dtype"], cand["yardstick"]) == ("neuron", "bf16", YARDSTICK["computed_by"])
     assert (cand["tie_allowance"], cand["margin_noise"], cand["last_position"]) == (
         judged.tie_allowance, judged.margin_noise, 46)
@@ -78,10 +82,13 @@ def test_the_reports_table_has_one_row_per_side_and_kind_with_each_figure_and_it
             fns = f"{s.fns_ratio:.3g} (≤{c.fns_sigma_ratio:g})" if s.fns_ratio is not None else "-"
             signed = f"{s.bias['top1_logprob']['t']:+.2g} / {s.bias['margin']['t']:+.2g}"
             row = (f"| {side.who} ({side.backend}) | bf16 | {side.yardstick} | {s.kind} | {s.positions} | "
-                   f"{s.ratio:.3g} (≤{c.sigma_ratio:g}) | {signed} | {s.position_ratio:.3g} (≤{c.position_ratio:g}) "
+                   f"{s.ratio:.3g} (≤{c.sigma_ratio:g}) | SIGNED | {s.position_ratio:.3g} (≤{c.position_ratio:g}) "
                    f"at {s.position_at[0]} {s.position_at[1]} | {tiers} | {s.top1_agree}/{s.top1_checked} | "
                    f"{side.tie_allowance:.3g} | {fns} | {'FAIL' if s.findings else 'ok'} |")
-            assert row in rows, (row, rows)
+            cells = row.split(" | ")
+            # the signed t's cell: its two figures first (its bound, where it has one, after them)
+            (seen,) = [r for r in rows if r.split(" | ")[:6] == cells[:6] and r.split(" | ")[7:] == cells[7:]]
+            assert seen.split(" | ")[6].startswith(signed), (seen, signed)
     assert "n/a" in rows[0] and rows[1].endswith("| - | ok |") and rows[3].endswith("| FAIL |")
     assert lines[-1] == "" and [f"- {n}" for n in result.reasons + result.notes] == lines[-1 - len(
         result.reasons + result.notes):-1]
@@ -185,3 +192,40 @@ def test_the_same_code_note_names_the_role_and_only_a_bf16_leg_points_to_fp32():
     assert note.startswith(f"runs the reference's own code ({stack} fp32 (prefill + decode steps)), so its fp32 leg")
     assert note.endswith("cannot show there")
     assert same_code({"dtype": "bf16"}, REFERENCE, YARDSTICK) == []
+
+
+def test_a_comment_and_an_alias_before_the_criteria_are_read_past(tmp_path):
+    data = json.loads(TOLERANCES_FILE.read_text())
+    ordered = {"_about": "first", "server": {"same_as": "bf16"}, **{k: v for k, v in data.items() if k != "server"}}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(ordered))
+    loaded = load_tolerances(path)
+    assert loaded["server"] is loaded["bf16"] and {"fp32", "bf16", "server"} <= set(loaded)
+
+
+@pytest.mark.parametrize("field", ["sigma_ratio", "tie_factor", "fns_sigma_ratio", "sigma_floor", "abs_floor",
+                                   "margin_floor", "position_ratio", "pad_factor", "tie_position_factor",
+                                   "sigma_tokens", "tier_factor.50"])
+def test_a_bad_value_is_refused_in_one_line_naming_the_file_and_the_field(tmp_path, field):
+    data = json.loads(TOLERANCES_FILE.read_text())
+    if field.startswith("tier_factor."):
+        data["fp32"]["tier_factor"][field.split(".")[1]] = -1
+    else:
+        data["fp32"][field] = -1
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ContractError) as err:
+        load_tolerances(path)
+    assert str(err.value) == f"{path}: fp32.{field} must be a positive number, got -1"
+
+
+def test_a_missing_field_is_refused_naming_every_field_a_criterion_needs(tmp_path):
+    data = json.loads(TOLERANCES_FILE.read_text())
+    del data["fp32"]["pad_factor"]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ContractError) as err:
+        load_tolerances(path)
+    assert str(err.value) == (f"{path}: 'fp32' needs {', '.join(sorted(CRITERION_KEYS))}; missing ['pad_factor'], "
+                              "unknown []")
+    assert "abs_floor, " in str(err.value) and ", tier_factor;" in str(err.value)
