@@ -42,10 +42,12 @@ A, C, R = "tests/unit/analysis/", "tests/unit/core/", "tests/unit/release/"
 MODULES: dict[str, tuple[str, ...]] = {
     # test_thresholds runs the CLI in subprocesses, which cannot load mutmut's trampolines outside its mutants/
     "harness/analysis/gates.py": (A + "test_gates.py",),
-    "harness/analysis/pairing.py": (A + "test_pairing.py", A + "test_verdict.py"),
-    "harness/analysis/verdict.py": (A + "test_verdict.py",),
-    "harness/analysis/contract.py": (A + "test_contract.py", A + "test_tolerances.py", A + "test_side_rows.py"),
-    "harness/analysis/threeway.py": (A + "test_threeway.py", A + "test_threeway_floors.py", A + "test_contract.py"),
+    "harness/analysis/pairing.py": (A + "test_pairing.py", A + "test_pairing_figures.py", A + "test_verdict.py"),
+    "harness/analysis/verdict.py": (A + "test_verdict.py", A + "test_verdict_report.py"),
+    "harness/analysis/contract.py": (A + "test_contract.py", A + "test_contract_report.py", A + "test_tolerances.py",
+                                     A + "test_side_rows.py"),
+    "harness/analysis/threeway.py": (A + "test_threeway.py", A + "test_threeway_floors.py", A + "test_threeway_report.py",
+                                     A + "test_contract.py"),
     "harness/analysis/side_checks.py": (A + "test_side_checks.py",),  # test_contract's 3x slower, nothing more here
     "harness/analysis/side_rows.py": (A + "test_side_rows.py", A + "test_contract.py"),
     "harness/analysis/work_section.py": (A + "test_work_section.py",),
