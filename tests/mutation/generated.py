@@ -53,7 +53,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "harness/analysis/work_section.py": (A + "test_work_section.py",),
     "harness/core/stats.py": (C + "test_stats.py", C + "test_sequential.py", A + "test_verdict.py",
                               A + "test_pairing.py"),
-    "harness/core/sequential.py": (C + "test_sequential.py",),
+    "harness/core/sequential.py": (C + "test_sequential_edges.py", C + "test_sequential.py"),
     "harness/core/neuron_visibility.py": (C + "test_neuron_visibility.py", C + "test_neuron_cores.py"),
     "harness/core/neuron_cores.py": (C + "test_neuron_cores.py", R + "test_core_turns.py"),
     "harness/core/work.py": (C + "test_work.py", A + "test_work_section.py"),
