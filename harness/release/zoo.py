@@ -109,29 +109,36 @@ def command(case: Case, folder: Path, nxdi_source: Path, nxdi_python: str, vllm_
            "contract", "--model", case.model, "--dtype", case.dtype, "--shape", case.shape, "--out", str(folder / "check"),
            "--force", "--legs", case.dtype]  # each case one leg: a defect's fp32 leg is its own case (DEFECT-fp32)
     env = {**os.environ}
-    hook = case.defect if case.defect in HOOKS else case.case if case.case in HOOKS else None
+    # the defect, or correct-bf16-eager (transformers' eager attention, a hook too)
+    hook = case.defect if case.defect is not None else case.case if case.case in HOOKS else None
     if case.stack == "nxdi":
-        candidate_source = nxdi_source
-        if hook in NXDI_EDITS:
-            candidate_source = plant_nxdi(hook, nxdi_source, folder / "nxdi-planted")
-            hook = None
         cmd += ["--backend", "neuron", "--neuron-cpu", "--baseline-python", nxdi_python, "--candidate-python",
-                nxdi_python, "--baseline-nxdi-source", str(nxdi_source), "--candidate-nxdi-source",
-                str(candidate_source)]
+                nxdi_python, "--baseline-nxdi-source", str(nxdi_source)]
+        if hook not in NXDI_EDITS:
+            cmd += ["--candidate-nxdi-source", str(nxdi_source)]
     elif case.stack == "vllm":
         cmd += ["--baseline-backend", "hf", "--baseline-dtype", "fp32", "--candidate-backend", "openai",
                 "--candidate-python", str(vllm_python)]
-        if case.defect is not None:  # the served candidate's own vLLM: its server and engine core load it
-            hook = None
-            paths = [str(plant_served(case.defect, folder / "hook")), *filter(None, [env.get("PYTHONPATH")])]
-            cmd += ["--candidate-env", f"PYTHONPATH={os.pathsep.join(paths)}"]
     else:
         cmd += ["--backend", "hf"]
     if hook is not None:
-        plant = plant_hook(hook, folder / "hook")
-        paths = [str(plant), *filter(None, [env.get("PYTHONPATH")])]
-        cmd += ["--candidate-env", f"PYTHONPATH={os.pathsep.join(paths)}"]
+        cmd += plant_options(case.stack, hook, folder, nxdi_source)
     return cmd, env
+
+
+def plant_options(stack: str, defect: str, folder: Path, nxdi_source: Path | None) -> list[str]:
+    """The release-check options that give the candidate ``defect`` on ``stack``, its plant written under
+    ``folder``: an edited copy of the NxDI tree (``--candidate-nxdi-source``) where NxDI's own code carries it,
+    else a sitecustomize directory first on the candidate's ``PYTHONPATH`` (a served candidate's: its server and
+    engine core load it)."""
+    if stack == "nxdi" and defect in NXDI_EDITS:
+        if nxdi_source is None:
+            raise ReleaseCheckError(f"{defect} on nxdi is an edit of NxDI's own code: give --nxdi-source DIR (the "
+                                    "candidate's NxDI tree, copied and edited)")
+        return ["--candidate-nxdi-source", str(plant_nxdi(defect, nxdi_source, folder / "nxdi-planted"))]
+    plant = plant_served(defect, folder / "hook") if stack == "vllm" else plant_hook(defect, folder / "hook")
+    paths = [str(plant), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return ["--candidate-env", f"PYTHONPATH={os.pathsep.join(paths)}"]
 
 
 def summary(case: Case, folder: Path, rc: int, wall_s: float) -> dict[str, Any]:
@@ -198,18 +205,37 @@ def cmd_zoo(args: argparse.Namespace) -> int:
         print(f"contract-zoo: {len(rows)} cases, {len(wrong)} with an unexpected exit{': ' if wrong else ''}"
               f"{', '.join(wrong)}", file=sys.stderr)
         return 1 if wrong else 0
+    if args.action == "plant":
+        return plant_command(args)
     from harness.release.zoo_report import calibrate_command, table_command
 
     rows = load_zoo(args.folders)
     return calibrate_command(rows, args.write) if args.action == "calibrate" else table_command(rows)
 
 
+def plant_command(args: argparse.Namespace) -> int:
+    """``contract-zoo plant``: one defect written for one stack's candidate, as the zoo plants it, and the
+    release-check options that give it to a candidate (printed on stdout), for a check the zoo does not run (a
+    migration rehearsal: the documented command plus these options)."""
+    stack, name = (args.stack or [None])[0], (args.case or [None])[0]
+    if args.out is None or len(args.stack or []) != 1 or len(args.case or []) != 1:
+        raise ReleaseCheckError("contract-zoo plant needs --out DIR, one --stack and one --case (a defect), such as "
+                                "--stack vllm --case attn-scale-late")
+    defect = name.removesuffix("-fp32")  # the leg is the check's dtype, not the plant's
+    if defect in CORRECT or not on_stack(stack, defect):
+        known = sorted({c.removesuffix("-fp32") for c in (*DEFECTS, *NEAR) if on_stack(stack, c)})
+        raise ReleaseCheckError(f"--case {name}: no defect the zoo plants on {stack}; those are {', '.join(known)}")
+    print(" ".join(plant_options(stack, defect, args.out, args.nxdi_source)))
+    return 0
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("contract-zoo", help="the output contract's planted-defect zoo on real bf16 stacks: run it, "
                                             "calibrate the criterion from its correct cases, print its table")
-    p.add_argument("action", choices=("run", "calibrate", "table"))
+    p.add_argument("action", choices=("run", "calibrate", "table", "plant"))
     p.add_argument("folders", nargs="*", type=Path, help="calibrate / table: contract-zoo run --out directories")
-    p.add_argument("--out", type=Path, help="run: where each case's evidence and zoo.json go")
+    p.add_argument("--out", type=Path, help="run: where each case's evidence and zoo.json go; plant: where the plant "
+                                            "is written (its release-check options are printed)")
     p.add_argument("--stack", action="append", choices=STACKS)
     p.add_argument("--model", action="append", choices=MODELS)
     p.add_argument("--case", action="append", choices=(*CORRECT, *DEFECTS, *NEAR))

@@ -52,3 +52,43 @@ def test_an_nxdi_case_plants_a_copy_of_the_candidates_tree_and_no_hook(tmp_path,
     name = NXDI_EDITS["attn-scale-late"][0]
     text = (planted / "neuronx-distributed-inference" / "src" / "neuronx_distributed_inference" / name).read_text()
     assert "planted: attention scale x1.01" in text and "--candidate-env" not in cmd
+
+
+def zoo_cli(*argv: str) -> int:
+    import argparse
+
+    from harness.release.zoo import add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["contract-zoo", *argv])
+    return args.func(args)
+
+
+def test_plant_writes_a_served_plant_and_prints_the_option_that_gives_it_to_the_candidate(tmp_path, capsys):
+    assert zoo_cli("plant", "--out", str(tmp_path), "--stack", "vllm", "--case", "attn-scale-late-fp32") == 0
+    printed = capsys.readouterr().out.split()
+    assert printed[0] == "--candidate-env" and printed[1].split("=", 1)[1].split(":")[0] == str(tmp_path / "hook")
+    assert "vllm.v1.attention.backends.cpu_attn" in (tmp_path / "hook" / "sitecustomize.py").read_text()
+
+
+def test_plant_on_nxdi_prints_the_planted_tree_as_the_candidates_source(tmp_path, capsys, nxdi_source):
+    assert zoo_cli("plant", "--out", str(tmp_path), "--stack", "nxdi", "--case", "attn-scale-late",
+                   "--nxdi-source", str(nxdi_source)) == 0
+    assert capsys.readouterr().out.split() == ["--candidate-nxdi-source", str(tmp_path / "nxdi-planted")]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--stack", "vllm", "--case", "rope-theta"], "--case rope-theta: no defect the zoo plants on vllm; those are "
+                                                  "attn-scale-late"),
+    (["--stack", "vllm", "--case", "correct-fp32"], "--case correct-fp32: no defect the zoo plants on vllm"),
+    (["--stack", "nxdi", "--case", "attn-scale-late"], "attn-scale-late on nxdi is an edit of NxDI's own code: give "
+                                                       "--nxdi-source DIR"),
+    (["--stack", "vllm", "--stack", "nxdi", "--case", "attn-scale-late"], "needs --out DIR, one --stack and one --case"),
+])
+def test_plant_refuses_what_the_zoo_does_not_plant_naming_what_it_does(tmp_path, argv, message):
+    from harness.release.errors import ReleaseCheckError
+
+    with pytest.raises(ReleaseCheckError) as caught:
+        zoo_cli("plant", "--out", str(tmp_path), *argv)
+    assert message in str(caught.value)
