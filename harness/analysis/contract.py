@@ -79,7 +79,8 @@ def _positive(path: Path, where: str, value: Any) -> float:
 
 
 CRITERION_KEYS = {"sigma_ratio", "tier_factor", "tie_factor", "fns_sigma_ratio", "sigma_floor", "abs_floor",
-                  "margin_floor", "position_ratio", "pad_factor", "tie_position_factor", "sigma_tokens"}
+                  "margin_floor", "position_ratio", "pad_factor", "tie_position_factor", "sigma_tokens", "bias_t"}
+OPTIONAL_KEYS = {"sigma_tokens", "bias_t"}  # absent: 50 tokens; the signed bias shown, not gated
 
 
 def load_tolerances(path: Path = TOLERANCES_FILE) -> dict[str, Criterion]:
@@ -101,7 +102,7 @@ def load_tolerances(path: Path = TOLERANCES_FILE) -> dict[str, Criterion]:
         if set(entry) == {"same_as"}:
             aliases[dtype] = entry["same_as"]
             continue
-        missing, unknown = CRITERION_KEYS - set(entry) - {"sigma_tokens"}, set(entry) - CRITERION_KEYS
+        missing, unknown = CRITERION_KEYS - set(entry) - OPTIONAL_KEYS, set(entry) - CRITERION_KEYS
         if missing or unknown:
             raise ContractError(f"{path}: {dtype!r} needs {', '.join(sorted(CRITERION_KEYS))}; missing "
                                 f"{sorted(missing)}, unknown {sorted(unknown)}")
@@ -119,7 +120,8 @@ def load_tolerances(path: Path = TOLERANCES_FILE) -> dict[str, Criterion]:
                                _positive(path, f"{dtype}.position_ratio", entry["position_ratio"]),
                                _positive(path, f"{dtype}.pad_factor", entry["pad_factor"]),
                                _positive(path, f"{dtype}.tie_position_factor", entry["tie_position_factor"]),
-                               int(_positive(path, f"{dtype}.sigma_tokens", entry.get("sigma_tokens", 50))))
+                               int(_positive(path, f"{dtype}.sigma_tokens", entry.get("sigma_tokens", 50))),
+                               _positive(path, f"{dtype}.bias_t", entry["bias_t"]) if "bias_t" in entry else math.inf)
     for dtype, target in aliases.items():
         if target not in out:
             raise ContractError(f"{path}: {dtype!r} is the same as {target!r}, which has no criterion")
@@ -197,7 +199,7 @@ class SideJudgement:
 
     def to_dict(self) -> dict[str, Any]:
         return {"who": self.who, "backend": self.backend, "dtype": self.dtype, "yardstick": self.yardstick,
-                "criterion": self.criterion.__dict__ | {"tier_factor": dict(self.criterion.tier_factor)},
+                "criterion": self.criterion.to_dict(),
                 "tie_allowance": self.tie_allowance, "margin_noise": self.margin_noise, "passed": self.passed,
                 "spreads": [s.to_dict() for s in self.spreads],
                 "padded": self.padded.to_dict() if self.padded else None,
@@ -319,7 +321,8 @@ class ContractResult:
                 fns = f"{s.fns_ratio:.3g} (≤{c.fns_sigma_ratio:g})" if s.fns_ratio is not None else "-"
                 mark = "FAIL" if s.findings else "ok"
                 where = f" at {s.position_at[0]} {s.position_at[1]}" if s.position_at else ""
-                signed = " / ".join(f"{s.bias[k]['t']:+.2g}" for k in ("top1_logprob", "margin")) if s.bias else "-"
+                signed = (" / ".join(f"{s.bias[k]['t']:+.2g}" for k in ("top1_logprob", "margin"))
+                          + (f" (≤{c.bias_t:g})" if math.isfinite(c.bias_t) else " (shown)")) if s.bias else "-"
                 lines.append(f"| {side.who} ({side.backend}) | {side.dtype} | {side.yardstick} | {s.kind} | "
                              f"{s.positions} | {s.ratio:.3g} (≤{c.sigma_ratio:g}) | {signed} | "
                              f"{s.position_ratio:.3g} (≤{c.position_ratio:g}){where} | {' | '.join(tiers)} | "
@@ -338,8 +341,9 @@ class ContractResult:
         lines += ["", "σ ratio: rms(side − fp32) / rms(yardstick − fp32), pooled and (largest per position) at each "
                   "position; top-k: the largest |side − fp32| over the "
                   "top-k ids / the yardstick's; near-tie: nats of reference margin below which a top-1 may differ; "
-                  "signed t (shown, not gated): the paired t of the side's signed change to the reference's top-1 "
-                  "log-prob and top-1 / top-2 margin less the yardstick's (a bias one way, where rounding has none)."]
+                  "signed t: the paired t of the side's signed change to the reference's top-1 log-prob and top-1 / "
+                  "top-2 margin less the yardstick's (a bias one way, where rounding has none), each at most its bound in "
+                  "size where one is calibrated (bf16), shown only where none is (fp32)."]
         lines += [""] + [f"- {n}" for n in self.reasons + self.notes]
         return lines + [""]
 

@@ -14,6 +14,10 @@ what correct bf16 does to this model's logits (flat or peaked), and an fp32 side
   over the yardstick's there, floored by the yardstick's pooled sigma, at most ``position_ratio``: a
   defect confined to a few positions (a KV slot dropped late in decode) is diluted by the pooled sigma
   over every position of every prompt, never by this one; the verdict names where it is largest;
+- signed bias (``harness.analysis.bias``): the paired t of the target's signed change to the reference's top-1
+  log-prob and top-1 / top-2 margin less the yardstick's, per statistic, at most ``bias_t`` in size (bf16: a
+  defect of rounding's size that pushes one way at every position, as RMSNorm kept in bf16 in decode does;
+  fp32 has no bound: shown only);
 - near-tie allowance: ``tie_factor`` x the largest change the yardstick makes to the reference's
   top-1 / top-2 margin, and at each position at most ``tie_position_factor`` x the change it makes there
   (floored by ``margin_floor``); a top-1 that differs from the reference's where the reference's margin is
@@ -55,6 +59,12 @@ class Criterion:
     # never wider than the global allowance (the calibration's per_position_tie)
     tie_position_factor: float = math.inf
     sigma_tokens: int = 50
+    bias_t: float = math.inf  # the largest |signed-bias t| (inf: shown, not gated; the calibration's signed_bias)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: an unbounded ``bias_t`` (shown, not gated) is null."""
+        return self.__dict__ | {"tier_factor": dict(self.tier_factor),
+                                "bias_t": self.bias_t if math.isfinite(self.bias_t) else None}
 
 
 @dataclass(frozen=True)
@@ -282,7 +292,25 @@ def spread(a: Aligned, crit: Criterion, tie: float) -> Spread:
                                         f"{crit.fns_sigma_ratio:g}; {value / max(there, floor_f):.3g} at its largest "
                                         f"position (rms difference {value:.3g} nats over the yardstick's "
                                         f"{max(there, floor_f):.3g})", "largest"))
+    out.findings += bias_findings(a, out.bias, crit)  # last: a gross defect is named by its sigma ratio first
     return out
+
+
+BIAS_LABELS = {"top1_logprob": "top-1 log-prob", "margin": "top-1 / top-2 margin"}
+
+
+def bias_findings(a: Aligned, bias: Mapping[str, Mapping[str, Any]], crit: Criterion) -> list[Finding]:
+    """The signed-bias statistic whose |t| is largest, where it exceeds ``bias_t``: named at the row whose paired
+    difference lies furthest in its direction (the bias is every position's; that row is where it is largest)."""
+    over = [(k, b) for k, b in bias.items() if abs(b["t"]) > crit.bias_t and b.get("at") is not None]
+    if not over:
+        return []
+    key, b = max(over, key=lambda kb: abs(kb[1]["t"]))
+    name, pos, *_ = a.rows[b["at"]]
+    return [Finding(f"signed bias ({a.kind})", name, pos,
+                    f"the {BIAS_LABELS[key]}'s mean change {b['target']:+.3g} nats against the yardstick's "
+                    f"{b['yardstick']:+.3g} over {b['n']} positions: paired t {b['t']:+.3g}, beyond ±{crit.bias_t:g}; "
+                    f"{b['largest']:+.3g} nats more than the yardstick's here", "largest")]
 
 
 @dataclass

@@ -15,7 +15,10 @@ two significant figures; the defects' smallest figures are recorded beside it, n
   in the check's interpreter is the yardstick itself and calibrates nothing;
 - bf16 floors: ``sigma_floor`` / ``abs_floor`` are fp32's (no stack is held to less than fp32's spread);
   ``margin_floor`` is the least bf16 margin noise measured (a side judged alone, without its yardstick,
-  allows that).
+  allows that);
+- bf16 ``bias_t`` (the signed-bias t, ``harness.analysis.bias``): the largest |t| of a correct bf16 candidate over
+  both statistics and every sequence kind, x ``HEADROOM_MAX`` (a largest figure); none where no correct case
+  recorded one (then shown, not gated); fp32 has none (shown only).
 """
 
 from __future__ import annotations
@@ -209,15 +212,15 @@ def calibrate(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def signed_bias_record(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The signed-bias t (``harness.analysis.bias``; shown beside the sigma ratio, no bound yet): the largest
-    |t| over the correct bf16 cases (the yardstick itself left out: it reads 0) and each bf16 defect's, so that
-    a bound is set only once no correct case comes near it (issue 56). Rows written before it existed: none."""
+    """The signed-bias t (``harness.analysis.bias``): the largest |t| over the correct bf16 cases (the yardstick
+    itself left out: it reads 0), which sets the bf16 bound (``tolerances_from``), and each bf16 defect's, recorded
+    beside it (issue 56). Rows written before it existed: none, and no bound."""
     def largest(r: dict[str, Any]) -> float | None:
         return max((abs(s["bias"][k]["t"]) for s in r["candidate"]["spreads"] for k in STATISTICS if s.get("bias")),
                    default=None)
 
     correct = [(r["name"], t) for r in _candidates(rows, "bf16", True) if (t := largest(r)) is not None]
-    return {"gated": False, "correct_bf16": _worst(correct),
+    return {"gated": bool(correct), "correct_bf16": _worst(correct),
             "defects_bf16": {r["name"]: t for r in _candidates(rows, "bf16", False) if (t := largest(r)) is not None}}
 
 
@@ -264,8 +267,16 @@ def tolerances_from(record: dict[str, Any]) -> dict[str, Any]:
     return {"fp32": {**ratios, **floors, "margin_floor": ceil2(fp32["margin_change"]["max"] * HEADROOM_RMS),
                      **local(fp32), "tie_position_factor": ties["fp32"]["factor_needed"]},
             "bf16": {**ratios, **floors, "margin_floor": ceil2(bf16["least_margin_noise"]["min"]), **local(bf16),
-                     "tie_position_factor": ties["bf16"]["factor_needed"]},
+                     "tie_position_factor": ties["bf16"]["factor_needed"], **bias_bound(record.get("signed_bias"))},
             "server": {"same_as": "bf16"}}
+
+
+def bias_bound(record: dict[str, Any] | None) -> dict[str, float]:
+    """bf16's ``bias_t`` from the calibration's ``signed_bias`` record: its largest correct |t| x ``HEADROOM_MAX``;
+    nothing where no correct case recorded a t (the signed bias is then shown, not gated)."""
+    if not record or not record.get("gated"):
+        return {}
+    return {"bias_t": ceil2(record["correct_bf16"]["max"] * HEADROOM_MAX)}
 
 
 def calibrate_command(rows: list[dict[str, Any]], write: bool) -> int:
