@@ -59,7 +59,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "harness/core/work.py": (C + "test_work.py", A + "test_work_section.py"),
     "harness/core/server_work.py": (C + "test_server_work.py", A + "test_work_section.py"),
     "harness/core/process_environment.py": (C + "test_process_environment.py", R + "test_side_env.py"),
-    "harness/release/rounds.py": (R + "test_rounds.py",),
+    "harness/release/rounds.py": (R + "test_rounds.py", R + "test_rounds_lines.py"),
     "harness/release/cores.py": (R + "test_cores_record.py", R + "test_core_turns.py", R + "test_worker_cores.py",
                                  C + "test_neuron_efa.py"),
     "harness/release/plan.py": (R + "test_plan.py", R + "test_release_sides.py", R + "test_side_env.py",
