@@ -157,3 +157,36 @@ def test_a_figure_open_between_its_looks_stays_open():
     assert (d.state, d.looks) == (OPEN, [4])
     s = Series("tkg", tuple((k, x) for k, x in enumerate(NARROWING, 1)), 0.05)
     assert decide([s], Design(), 8, final=False)[0].state == PASS
+
+
+def boundary(logs: list[float], n: int) -> tuple[float, float, int]:
+    """The guide's own figures at ``n`` pairs of this mean and spread: the t statistic's standard error, the
+    mean, and the looks of the design capped at ``n``."""
+    from harness.core.sequential import _moments
+
+    mean, sd = _moments(logs)
+    return sd / math.sqrt(n), mean, len(Design(min_pairs=4, max_pairs=n).looks)
+
+
+def test_a_guides_failure_at_exactly_its_level_counts_and_a_pass_at_exactly_its_level_does_not():
+    """The guide holds a figure to the rule's own edges: a look-adjusted p equal to alpha fails it (as decide()
+    fails a p at its Holm level); a bound whose confidence equals 1 - beta / looks has not ruled the change out."""
+    from harness.core.stats import student_t_cdf
+
+    beyond = pattern(0.4, 0.4, 4)
+    n = pairs_to_decide(beyond, 0.05, Design())
+    se, mean, looks = boundary(beyond, n)
+    alpha = looks * (1.0 - student_t_cdf((mean - math.log1p(0.05)) / se, n - 1))
+    assert pairs_to_decide(beyond, 0.05, Design(alpha=alpha)) == n
+    assert pairs_to_decide(beyond, 0.05, Design(alpha=math.nextafter(alpha, 0))) > n
+    within = pattern(0.0, 0.4, 4)
+    n = pairs_to_decide(within, 0.05, Design())
+    se, mean, looks = boundary(within, n)
+    level = student_t_cdf((math.log1p(0.3) - mean) / se, n - 1)
+    beta = (1 - level) * looks
+    for _ in range(200):  # the beta whose 1 - beta / looks is that confidence to the last bit
+        if 1.0 - beta / looks == level:
+            break
+        beta = math.nextafter(beta, 1.0 if 1.0 - beta / looks > level else 0.0)
+    assert 1.0 - beta / looks == level
+    assert pairs_to_decide(within, 0.05, Design(beta=beta)) == n + 1
