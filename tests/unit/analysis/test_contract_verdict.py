@@ -220,8 +220,9 @@ def bound_shown(bound: float) -> str:
 
 def test_the_calibration_records_the_signed_t_of_correct_and_planted_bf16_cases_and_bounds_bf16_by_it(tmp_path):
     """``contract-zoo calibrate``: the largest |t| over the correct bf16 cases (the yardstick itself left out),
-    each bf16 defect's largest, and bf16's ``bias_t`` = that largest x 1.5 rounded up; rows without a t give the
-    tolerances exactly as before it (no bound: shown, not gated)."""
+    and the NxDI bf16 fixture's (1.65) beside them, each bf16 defect's largest, and bf16's ``bias_t`` = that largest
+    x 1.5 rounded up; rows without a t (and no evidence to re-judge) give the tolerances exactly as before it (no
+    bound: shown, not gated)."""
     from harness.release.zoo_report import calibrate
 
     def zoo_row(case: str, dtype: str, t: tuple[float, float] | None, stack: str = "nxdi") -> dict:
@@ -238,15 +239,18 @@ def test_the_calibration_records_the_signed_t_of_correct_and_planted_bf16_cases_
                 "candidate": {"dtype": dtype, "margin_noise": 8e-3, "spreads": [spread],
                               "padded": {"positions": 48, "ratio": 1.5}}}
 
-    rows = [zoo_row("correct-bf16", "bf16", (0.9, -1.6)), zoo_row("correct-bf16-eager", "bf16", (0.4, 0.98), "hf"),
+    rows = [zoo_row("correct-bf16", "bf16", (0.9, -1.9)), zoo_row("correct-bf16-eager", "bf16", (0.4, 0.98), "hf"),
             zoo_row("correct-bf16", "bf16", (0.0, 0.0), "hf"),  # the yardstick itself
             zoo_row("correct-fp32", "fp32", (5.0, 5.0)), zoo_row("softmax-bf16", "bf16", (-6.0, -2.0)),
             zoo_row("rms-eps", "bf16", None)]
     out = calibrate(rows)
     record = out["calibration"]["signed_bias"]
-    assert record["gated"] is True and record["correct_bf16"] == {"max": 1.6, "case": "nxdi-carbon-tiny-correct-bf16",
-                                                                  "n": 2}
-    assert out["tolerances"]["bf16"]["bias_t"] == 2.4 and "bias_t" not in out["tolerances"]["fp32"]
+    assert record["gated"] is True and record["correct_bf16"] == {"max": 1.9, "case": "nxdi-carbon-tiny-correct-bf16",
+                                                                  "n": 3}
+    assert out["tolerances"]["bf16"]["bias_t"] == 2.9 and "bias_t" not in out["tolerances"]["fp32"]
+    rows[0]["candidate"]["spreads"][0]["bias"]["margin"]["t"] = -1.0  # the fixture's 1.65 is then the largest
+    assert calibrate(rows)["calibration"]["signed_bias"]["correct_bf16"] == {
+        "max": pytest.approx(1.648, abs=1e-3), "case": "nxdi-cpu-0.9-carbon-tiny-bf16 (fixture)", "n": 3}
     assert record["defects_bf16"] == {"nxdi-carbon-tiny-softmax-bf16": 6.0}
     for r in rows:
         for s in r["candidate"]["spreads"]:
