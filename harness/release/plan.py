@@ -17,6 +17,7 @@ from harness.release.children import child_env
 CONFORMANCE_MARKERS = "compat or neuron or dna"
 PERF_TESTS = ("tests/perf/test_latency.py",)
 CONTRACT_TEST = "tests/compat/test_contract.py"
+NXDI_SOURCE_ENV = "CARBON_NXDI_SOURCE"  # the NxDI tree the pytest plugin reads (harness.plugin.hooks)
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,13 @@ def side_env(plan: CheckPlan, side: Side) -> dict[str, str]:
         extra.setdefault("OMP_NUM_THREADS", "1")
     if side.cores is not None and side.backend == "neuron":  # a served side's cores are its server's
         extra["NEURON_RT_VISIBLE_CORES"] = side.cores
-    return child_env({**extra, **dict(side.env)})
+    env = child_env({**extra, **dict(side.env)})
+    if side.backend == "openai" and NXDI_SOURCE_ENV not in dict(side.env):
+        # a served side runs no NxDI (its CPU tier skips there): the user's exported tree (the migration's step 6)
+        # is the NxDI side's, given it as --*-nxdi-source; read by the served side's pytest it would import NxDI
+        # in the serving venv's transformers, and its errors would read as outcome changes
+        env.pop(NXDI_SOURCE_ENV, None)
+    return env
 
 
 def contract_dir(plan: CheckPlan, who: str) -> Path:

@@ -16,7 +16,7 @@ from harness.cli import main
 from harness.core.neuron_cores import plan_cores
 from harness.release import cli as release_cli
 from harness.release.legs import default_legs, fp32_leg, rehearsed, side_dtype, stands_in, where
-from harness.release.plan import CheckPlan, Side
+from harness.release.plan import CheckPlan, Side, side_env
 from tests.unit.conftest import REPO
 
 pytestmark = pytest.mark.unit
@@ -124,3 +124,17 @@ def test_the_rehearsals_own_leg_is_the_candidates_bf16_and_the_fp32_leg_follows(
     assert default_legs(plan) == ("fp32",)  # before: both sides fp32 on the CPU, the fp32 leg alone
     made = rehearsed(plan)
     assert side_dtype(made, made.candidate) == "bf16" and default_legs(made) == ("bf16", "fp32")
+
+
+def test_the_exported_nxdi_tree_reaches_no_served_sides_tests(monkeypatch, tmp_path):
+    """The migration's step 6 exports CARBON_NXDI_SOURCE: the NxDI side's tree. A served side runs no NxDI; read by
+    its pytest, in the serving venv's transformers, NxDI's CPU tier errors there instead of skipping, and each
+    error reads as an outcome change (measured: 113 of them failed the documented rehearsal)."""
+    monkeypatch.setenv("CARBON_NXDI_SOURCE", "/the/nxdi/tree")
+    plan = planned(monkeypatch, tmp_path, *migration(tmp_path))
+    assert "CARBON_NXDI_SOURCE" not in side_env(plan, plan.candidate)
+    assert side_env(plan, plan.baseline)["CARBON_NXDI_SOURCE"] == "/the/nxdi/tree"  # the NxDI side: as it was
+    hf = Side("candidate", sys.executable, None, "hf")
+    assert side_env(replace(plan, candidate=hf), hf)["CARBON_NXDI_SOURCE"] == "/the/nxdi/tree"
+    told = replace(plan.candidate, env=(("CARBON_NXDI_SOURCE", "/its/own"),))  # given by --candidate-env: kept
+    assert side_env(replace(plan, candidate=told), told)["CARBON_NXDI_SOURCE"] == "/its/own"
