@@ -229,3 +229,36 @@ def test_a_missing_field_is_refused_naming_every_field_a_criterion_needs(tmp_pat
     assert str(err.value) == (f"{path}: 'fp32' needs {', '.join(sorted(CRITERION_KEYS))}; missing ['pad_factor'], "
                               "unknown []")
     assert "abs_floor, " in str(err.value) and ", tier_factor;" in str(err.value)
+
+
+@pytest.mark.parametrize("who, kind, change", [
+    ("reference", "cut", lambda c: c["prompts"][1]["sequences"]["cut"].__setitem__("from", 3)),
+    ("yardstick", "cut", lambda c: c["prompts"][1]["sequences"]["cut"].__setitem__("from", 3)),
+    ("yardstick", "cut", lambda c: c["prompts"][1]["sequences"].pop("cut")),
+    ("reference", "scored", lambda c: c["prompts"].pop(1)),  # the first kind of the prompt it lacks
+])
+def test_rows_computed_for_another_sequence_are_refused_naming_the_prompt_the_kind_and_who(who, kind, change):
+    expected = {"reference": copy.deepcopy(REFERENCE), "yardstick": copy.deepcopy(YARDSTICK)}
+    change(expected[who])
+    with pytest.raises(ContractError) as err:
+        judge_contract({"candidate": SIDE}, {"candidate": expected}, load_tolerances())
+    assert str(err.value) == (f"prompt 'cpg_island': the {who} did not score this side's {kind} sequence (computed for "
+                              "another side)")
+
+
+def test_fns_marginals_are_judged_only_where_all_three_supplied_them_and_a_kind_without_rows_is_left_out():
+    result = both()
+    assert [s.fns_ratio is not None for s in result.sides[1].spreads] == [True, False, False]
+    yardstick = copy.deepcopy(YARDSTICK)
+    for p in yardstick["prompts"]:
+        p["sequences"]["scored"].pop("fns", None)
+    side = copy.deepcopy(SIDE)
+    for p in side["prompts"]:
+        p["sequences"]["cut"]["rows"] = []
+    judged = judge_contract({"candidate": side}, {"candidate": {"reference": REFERENCE, "yardstick": yardstick}},
+                            load_tolerances()).sides[0]
+    assert [(s.kind, s.fns_ratio) for s in judged.spreads] == [("scored", None), ("own", None)]
+    scored = judged.spreads[0]
+    assert scored.positions == sum(len(p["sequences"]["scored"]["rows"]) for p in SIDE["prompts"])
+    first = SIDE["prompts"][0]["sequences"]["scored"]["from"]
+    assert first == 2 and scored.position_at[1] >= first
