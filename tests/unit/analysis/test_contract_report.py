@@ -262,3 +262,18 @@ def test_fns_marginals_are_judged_only_where_all_three_supplied_them_and_a_kind_
     assert scored.positions == sum(len(p["sequences"]["scored"]["rows"]) for p in SIDE["prompts"])
     first = SIDE["prompts"][0]["sequences"]["scored"]["from"]
     assert first == 2 and scored.position_at[1] >= first
+
+
+def test_a_concurrent_row_that_diverged_is_noted_with_where_and_an_unlabelled_yardstick_reads_a_question_mark():
+    side = batched_side()
+    batched = side["prompts"][1]["batched"]
+    batched["diverged_at"], batched["rows"] = 7, [rows[:7] for rows in batched["rows"]]
+    yardstick = {k: v for k, v in YARDSTICK.items() if k != "computed_by"}
+    judged = judge_contract({"candidate": side}, {"candidate": {"reference": REFERENCE, "yardstick": yardstick}},
+                            load_tolerances()).sides[0]
+    assert judged.yardstick == "?" and judged.backend == "neuron" and judged.dtype == "bf16"
+    assert judged.notes[-1] == ("batched rows of cpg_island: the concurrent row's greedy token 7 differs from its "
+                                "single run's; its rows are compared up to there")
+    assert sum("concurrent row" in n for n in judged.notes) == 1
+    assert judged.last_position == max(p["sequences"][k]["from"] + len(p["sequences"][k]["rows"]) - 1
+                                       for p in SIDE["prompts"] for k in p["sequences"])
