@@ -37,7 +37,9 @@ NEAR_THRESHOLD = ("attn-scale-late", "attn-scale", "kv-drop-late", "pad-mask-dec
                   "rmsnorm-bf16-decode")
 MUST_FAIL = {
     # a 1% attention temperature late in decode is what a wrong scale constant in a decode-only kernel does;
-    # bf16 rounding moves these logits as much, so only the fp32 leg can see it
+    # bf16 rounding moves these logits as much, so only the fp32 leg can see it. Planted on every stack the zoo
+    # runs (transformers' SDPA call, NxDI's token-generation attention, vLLM's CPU attention backend), it must
+    # fail each there; a served vLLM on its decode path's sigma ratio (own): its prompt logprobs are a prefill
     "attn-scale-late-fp32": "sigma ratio",
     "attn-scale-fp32": "sigma ratio",
     # a lost KV slot is a cache-indexing bug (paged / block KV layouts): wrong tokens follow on long prompts
