@@ -155,3 +155,30 @@ def test_merged_legs_keep_each_legs_verdict_and_number_their_reasons():
         f"1. {merged['inconclusive'][0]}"]) + "\n"
     assert merged_markdown(merge([passed], ["a"])) == "## Release check (all legs): PASS\n\n| leg | verdict |\n" \
                                                       "|---|---|\n| a | PASS |\n"
+
+
+def bf16_contract(candidate_dtype: str = "bf16") -> dict:
+    from harness.analysis.contract import judge_contract, load_tolerances
+    from tests.unit.analysis.test_contract import REFERENCE, SIDE, YARDSTICK
+
+    expected = {"reference": REFERENCE, "yardstick": YARDSTICK}
+    return {"carbon-tiny/smoke": judge_contract({"baseline": SIDE, "candidate": {**SIDE, "dtype": candidate_dtype}},
+                                                {"baseline": expected, "candidate": expected}, load_tolerances())}
+
+
+def test_a_pass_judged_in_a_bf16_leg_alone_says_what_it_cannot_exclude_beside_its_word():
+    v = decide(side("baseline", [17.0] * 3), side("candidate", [17.0] * 3), contract=bf16_contract())
+    caveat = "bf16 leg only: defects below bf16 rounding not excluded"
+    assert v.word == "PASS" and v.legs == [caveat] and v.summary() == f"PASS ({caveat})"
+    assert v.markdown().startswith(f"## Release check: PASS\n\nOutput contract: {caveat}.\n\n| | baseline | candidate |")
+    data = v.to_dict()
+    assert data["contract_legs"] == [caveat] and data["output_contract_legs"][0]["contracts"] == ["carbon-tiny/smoke"]
+    assert decide(side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)).legs == []
+
+
+def test_a_sides_round_errors_are_kept_by_round_and_the_legs_record_each_sides_dtype():
+    base, cand = side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)
+    cand.round_errors = {2: "exit 1: warm"}
+    v = decide(base, cand, contract=bf16_contract())
+    assert v.to_dict()["sides"]["candidate"]["round_errors"] == {"2": "exit 1: warm"}
+    assert v.to_dict()["output_contract_legs"][0]["dtypes"] == {"baseline": "bf16", "candidate": "bf16"}
