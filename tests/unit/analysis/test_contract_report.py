@@ -277,3 +277,13 @@ def test_a_concurrent_row_that_diverged_is_noted_with_where_and_an_unlabelled_ya
     assert sum("concurrent row" in n for n in judged.notes) == 1
     assert judged.last_position == max(p["sequences"][k]["from"] + len(p["sequences"][k]["rows"]) - 1
                                        for p in SIDE["prompts"] for k in p["sequences"])
+
+
+def test_the_sides_greedy_divergences_are_shown_where_both_sides_ran():
+    cand = copy.deepcopy(SIDE)
+    cand["prompts"][0]["greedy"][3] += 1
+    result = both(candidate=cand)
+    assert result.identical == 1 and [(d.prompt, d.position) for d in result.divergences] == [("balanced", 3)]
+    assert "Greedy tokens identical between the sides on 1 of 2 prompts." in result.markdown()
+    alone = judge_contract({"candidate": cand}, {"candidate": EXPECTED}, load_tolerances())
+    assert alone.divergences == [] and alone.identical == 0
