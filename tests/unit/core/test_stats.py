@@ -74,6 +74,26 @@ def test_median_ratio_ci_refuses_samples_that_are_not_times(side, samples, messa
     assert str(err.value) == message
 
 
+def test_median_ratio_ci_of_continuous_samples_depends_on_the_seed_alone():
+    """Forty-one samples a side: the resampled medians take many values, so the interval shows its seed."""
+    draw = np.random.Generator(np.random.PCG64(12345))
+    base, new = list(draw.lognormal(0.0, 0.1, 41)), list(draw.lognormal(0.05, 0.1, 41))
+    ci = median_ratio_ci(base, new)
+    assert (ci.low, ci.high) == pytest.approx(bootstrap(base, new, 0.95, 2000, 0), rel=1e-12)
+    other = median_ratio_ci(base, new, seed=1)
+    assert (ci.low, ci.high) != (other.low, other.high)
+
+
+def test_median_ratio_ci_takes_times_under_a_second():
+    ci = median_ratio_ci([0.004, 0.005, 0.0045], [0.006, 0.0055])
+    assert ci.ratio == pytest.approx(0.00575 / 0.0045)
+
+
+def test_median_ratio_ci_refuses_a_missing_sample_as_not_a_number():
+    with pytest.raises(ValueError, match=r"^base run: samples contain NaN or infinity$"):
+        median_ratio_ci([1.0, None], NEW)
+
+
 def test_median_ratio_ci_accepts_any_iterable_and_a_single_sample():
     ci = median_ratio_ci(iter([2.0]), (x for x in [3.0]))
     assert (ci.ratio, ci.low, ci.high, ci.n_base, ci.n_new) == (1.5, 1.5, 1.5, 1, 1)
@@ -121,6 +141,12 @@ def test_student_t_cdf_matches_closed_forms(t, df, p):
     assert student_t_cdf(t, df) == pytest.approx(p, abs=1e-12)
 
 
+def test_student_t_cdf_of_a_change_of_a_millionth():
+    """x = df / (df + t^2) a hair under 1: the reflected branch, to the precision x itself keeps (1e-12)."""
+    assert student_t_cdf(1e-6, 1) == pytest.approx(0.5 + math.atan(1e-6) / math.pi, abs=1e-10)
+    assert student_t_cdf(-1e-6, 1) == pytest.approx(0.5 - math.atan(1e-6) / math.pi, abs=1e-10)
+
+
 @pytest.mark.parametrize("p, df", [(0.0, 3), (1.0, 3), (-0.1, 3), (1.2, 3), (0.5, 0)])
 def test_student_t_quantile_refuses_p_outside_0_1_or_df_below_1(p, df):
     with pytest.raises(ValueError, match=rf"^p={p} must be in \(0, 1\) and df={df} at least 1$"):
@@ -160,7 +186,8 @@ def test_paired_ratio_ci_of_one_pair_has_a_ratio_and_no_interval():
 
 @pytest.mark.parametrize("base, new", [
     ([], []), ([1.0, math.nan], [1.0, 1.0]), ([1.0, 1.0], [math.inf, 1.0]),
-    ([0.0, 1.0], [1.0, 1.0]), ([1.0, 1.0], [1.0, -2.0]),
+    ([0.0, 1.0], [1.0, 1.0]), ([1.0, 1.0], [1.0, -2.0]), ([1.0, 1.0], [0.0, 1.0]),
+    ([1.0, None], [1.0, 1.0]), ([1.0, 1.0], [None, 1.0]),  # a round's figure missing (JSON null)
 ])
 def test_paired_ratio_ci_without_a_usable_value_has_no_ratio(base, new):
     pr = paired_ratio_ci(base, new)
