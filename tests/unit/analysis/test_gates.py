@@ -427,3 +427,24 @@ def test_the_tally_line_counts_gated_and_ungated_figures_most_frequent_reason_fi
     one = tally_gates([{"gate": {"a": {"passed": False}}}])
     assert one.line() == "carbon-harness: gates: 1 figure gated (0 passed, 1 failed); 0 recorded but not gated"
     assert GateTally().recorded == 0 and GateTally().summary().startswith("0 figures gated")
+
+
+def test_a_figure_that_cannot_be_gated_or_is_gated_here_never_hides_the_figures_after_it():
+    from harness.analysis.gates import ungated
+
+    ts = parse_thresholds(doc(ENTRY, {**ENTRY, "metric": "cte_ms_p50", "hardware": "*"},
+                              {**ENTRY, "metric": "e2e_ms_p50", "hardware": "h200", "shape": "*"}), "f")
+    figures = {"case": "x", "cte_ms_p50": 1.0, "tkg_ms_p50": 3.0, "e2e_ms_p50": 9.0}
+    assert ungated(ts, "cpu", "carbon-3b", "report-bs1", figures) == {"tkg_ms_p50": ["trn2.3xlarge"],
+                                                                       "e2e_ms_p50": ["h200"]}
+    assert [r.metric for r in evaluate(ts, "trn2.3xlarge", "carbon-3b", "report-bs1", figures)] == [
+        "cte_ms_p50", "tkg_ms_p50"]
+
+
+def test_a_reason_is_cut_at_the_first_of_its_stops_and_a_run_without_failures_counts_none():
+    from harness.analysis.gates import not_gated_reason, tally_gates
+
+    assert not_gated_reason("not gated: only 1 round (a CPU) (one more)") == "only 1 round"
+    assert not_gated_reason("not gated: warm-up; one; two") == "warm-up"
+    t = tally_gates([{"gate": {"a": {"passed": True}}}])
+    assert (t.passed, t.failed, t.not_gated) == (1, 0, ())
