@@ -63,7 +63,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "harness/release/cores.py": (R + "test_cores_record.py", R + "test_core_turns.py", R + "test_worker_cores.py",
                                  C + "test_neuron_efa.py"),
     "harness/release/plan.py": (R + "test_plan.py", R + "test_release_sides.py", R + "test_side_env.py",
-                                R + "test_rounds.py", R + "test_leg_time.py"),
+                                R + "test_rounds.py", R + "test_leg_time.py", R + "test_rehearsed_legs.py"),
 }
 
 
