@@ -448,3 +448,36 @@ def test_a_reason_is_cut_at_the_first_of_its_stops_and_a_run_without_failures_co
     assert not_gated_reason("not gated: warm-up; one; two") == "warm-up"
     t = tally_gates([{"gate": {"a": {"passed": True}}}])
     assert (t.passed, t.failed, t.not_gated) == (1, 0, ())
+
+
+def test_the_names_a_caller_knows_are_the_ones_every_entry_is_checked_against(tmp_path):
+    from harness.analysis.gates import KnownNames
+
+    known = KnownNames(frozenset({"box"}), frozenset({"tiny"}), frozenset({"s"}))
+    entry = {**ENTRY, "hardware": "box", "model": "tiny", "shape": "s"}
+    assert parse_thresholds(doc(entry), "f", known)[0].hardware == "box"
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps(doc(entry)))
+    assert load_thresholds([f], known)[0].model == "tiny"
+    with pytest.raises(ThresholdError, match="unknown hardware 'box'"):
+        load_thresholds([f])
+
+
+def test_a_missing_file_names_itself_as_a_thresholds_file_and_no_file_at_all_says_what_to_pass(tmp_path):
+    with pytest.raises(ThresholdError) as err:
+        load_thresholds([tmp_path / "missing.json"])
+    assert str(err.value) == f"thresholds file {tmp_path / 'missing.json'} does not exist"
+    with pytest.raises(ThresholdError) as err:
+        load_thresholds([])
+    assert str(err.value) == "no thresholds file given: pass --carbon-thresholds FILE|DIR"
+
+
+@pytest.mark.parametrize("document, message", [
+    ({"schema": 1, "thresholds": [ENTRY], "zzzz": 1}, "f: unknown field 'zzzz'; fields: schema, thresholds, provenance"),
+    ({"schema": 1, "thresholds": [ENTRY], "provenance": {**PROVENANCE, "date": "soon"}},
+     "f: provenance: field 'date' 'soon' is not an ISO date such as 2026-05-21"),
+])
+def test_a_documents_own_fields_and_its_provenance_are_checked_with_its_entries(document, message):
+    with pytest.raises(ThresholdError) as err:
+        parse_thresholds(document, "f")
+    assert str(err.value) == message
