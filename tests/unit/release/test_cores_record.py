@@ -189,3 +189,42 @@ def test_markdown_names_the_variable_a_server_got_its_cores_in():
     assert lines[4:] == ["- the baseline's server process 7: NEURON_VISIBLE_DEVICES=0-3 (planned 0-3)", f"- {PROVES}",
                          "- EFA affinity (a 2.32+ worker stops without an EFA device unless skipped): baseline: "
                          "NEURON_SKIP_EFA_AFFINITY=unset", ""]
+
+
+def test_neuron_ls_reads_where_the_runtime_put_each_process_and_names_one_outside_the_plan(tmp_path, monkeypatch):
+    """neuron-ls's view (the stand-in of tests/stand_ins/neuron_ls.py, as test_core_turns.py runs it) of two
+    live processes: one on the planned cores' device, one on another, named as outside its plan."""
+    import os
+    import subprocess
+
+    from harness.core import neuron_host
+    from harness.release.cores import neuron_ls_read
+    from tests.unit.release.test_core_turns import neuron_ls
+
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)
+    exe = neuron_ls(tmp_path)
+    held = [subprocess.Popen(["cat", str(fifo)], env={**os.environ, "STANDIN_NEURON_LS": "1",
+                                                      "NEURON_RT_VISIBLE_CORES": cores}) for cores in ("4-7", "8-11")]
+    inside, outside = (p.pid for p in held)
+    try:
+        records, problems = neuron_ls_read("candidate", {inside, outside}, "4-7", exe)
+        assert records == [
+            {"who": "candidate", "neuron_ls": {"device": 1, "pid": inside, "neuroncore_ids": [4, 5, 6, 7]}},
+            {"who": "candidate", "neuron_ls": {"device": 2, "pid": outside, "neuroncore_ids": [8, 9, 10, 11]}}]
+        assert problems == [f"neuron-ls lists the candidate's server process {outside} on Neuron device 2 (cores "
+                            "8,9,10,11), none of them in its planned 4-7"]
+        assert neuron_ls_read("candidate", {inside}, "4-7", None) == ([], [])  # not asked
+        monkeypatch.setattr(neuron_host, "NEURON_LS_FALLBACK", tmp_path / "no-fallback")
+        monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+        assert neuron_ls_read("candidate", {inside}, "4-7", True) == ([], [])  # none on this host
+        monkeypatch.setenv("PATH", str(tmp_path))  # found on the PATH, as on a Trn2 host
+        assert neuron_ls_read("candidate", {inside}, "4-7", True) == (records[:1], [])
+        monkeypatch.setenv("STANDIN_INSTANCE", "no-such-instance")  # neuron-ls fails: recorded, not fatal
+        records, problems = neuron_ls_read("candidate", {inside}, "4-7", exe)
+        assert problems == [] and len(records) == 1 and records[0]["who"] == "candidate"
+        assert records[0]["neuron_ls"].startswith(f"{exe} --json-output exited 1: ")
+    finally:
+        for p in held:
+            p.kill()
+            p.wait()
