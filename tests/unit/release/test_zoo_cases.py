@@ -84,7 +84,8 @@ def test_plant_on_nxdi_prints_the_planted_tree_as_the_candidates_source(tmp_path
     (["--stack", "vllm", "--case", "correct-fp32"], "--case correct-fp32: no defect the zoo plants on vllm"),
     (["--stack", "nxdi", "--case", "attn-scale-late"], "attn-scale-late on nxdi is an edit of NxDI's own code: give "
                                                        "--nxdi-source DIR"),
-    (["--stack", "vllm", "--stack", "nxdi", "--case", "attn-scale-late"], "needs --out DIR, one --stack and one --case"),
+    (["--stack", "vllm", "--stack", "nxdi", "--case", "attn-scale-late"],
+     "needs --out DIR, one --stack and one --case"),
 ])
 def test_plant_refuses_what_the_zoo_does_not_plant_naming_what_it_does(tmp_path, argv, message):
     from harness.release.errors import ReleaseCheckError
