@@ -481,3 +481,14 @@ def test_a_documents_own_fields_and_its_provenance_are_checked_with_its_entries(
     with pytest.raises(ThresholdError) as err:
         parse_thresholds(document, "f")
     assert str(err.value) == message
+
+
+def test_a_bad_tolerance_and_an_unknown_metric_are_said_in_full():
+    from harness.core.metrics import METRICS
+
+    with pytest.raises(ThresholdError) as err:
+        parse_entry({**ENTRY, "tolerance": "10%"}, "f.json: entry 3")
+    assert str(err.value) == "f.json: entry 3: field 'tolerance' must be a number, got '10%'"
+    with pytest.raises(ThresholdError) as err:
+        parse_entry({**ENTRY, "metric": "zzzz"}, "f")
+    assert str(err.value) == f"f: field 'metric' has unknown metric 'zzzz'; known: {', '.join(METRICS)}"
