@@ -135,3 +135,19 @@ def test_padded_rows_on_a_later_prompt_only_are_paired_and_a_measured_batch_has_
     mixed["prompts"][1]["batched"] = {"rows_not_measured": "the second prompt could not batch"}
     notes = judged(mixed).notes
     assert not any("not scored by log-probabilities (the second prompt" in n for n in notes), notes
+
+
+def test_a_side_that_scored_batched_rows_has_no_reason_though_another_prompt_gives_one_and_padded_none_gives_none():
+    """Generated-mutant survivors (issue 57): the reason a side scored no rows is said only where it scored none,
+    and is the empty string, never None, where no prompt gave one."""
+    from harness.analysis.side_rows import batched_rows, padded_rows
+    from harness.analysis.threeway import Aligned
+    from harness.core.scored import ScoredToken
+
+    rows = [[1, -0.5, [[1, -0.5]]]]
+    side = {"prompts": [{"name": "a", "sequences": {"own": {"from": 4, "rows": rows}},
+                         "batched": {"rows_of": ["own"], "rows": [rows]}},
+                        {"name": "b", "batched": {"rows_not_measured": "one request at a time"}}]}
+    out, why = batched_rows(side, [Aligned("own", [("a", 4, "t", "r", "y")])])
+    assert (out, why) == ({"own": [("a", 4, ScoredToken.from_list(rows[0]), "t", "r", "y")]}, "")
+    assert padded_rows({"prompts": [{"name": "a", "padded": {}}, {"name": "b"}]}, Aligned("cut")) == ([], "")
