@@ -32,7 +32,8 @@ class Judged:
 
     def describe(self) -> str:
         s = self.series
-        name = f"{s['figure']} of {s['benchmark']} {s['model']}/{s['shape']} {s['backend']} on {s['hardware']} ({s['timer']} time)"
+        name = (f"{s['figure']} of {s['benchmark']} {s['model']}/{s['shape']} {s['backend']} on {s['hardware']} "
+                f"({s['timer']} time)")
         if self.history < MIN_HISTORY:
             return f"{name}: {self.value:.4g}, not judged: {self.history} runs of history (needs {MIN_HISTORY})"
         word = "REGRESSION" if self.regression else "ok"

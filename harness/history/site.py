@@ -59,7 +59,8 @@ def chart(key: tuple, pts: list[dict[str, Any]], changes: list[Change]) -> str:
 
 def run_page(run_id: int, pts: list[dict[str, Any]]) -> str:
     p = pts[0]
-    rows = "".join(f"<tr><td>{esc(q['benchmark'])}</td><td>{esc(q['figure'])} ({esc(q['timer'])} time)</td><td>{esc(q['value'])}</td>"
+    rows = "".join(f"<tr><td>{esc(q['benchmark'])}</td><td>{esc(q['figure'])} ({esc(q['timer'])} time)</td>"
+                   f"<td>{esc(q['value'])}</td>"
                    f"<td>{esc(q['model'])}/{esc(q['shape'])}</td><td>{esc(q['backend'])}</td><td>{esc(q['hardware'])}</td></tr>"
                    for q in pts)
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>Run {run_id}</title>'
