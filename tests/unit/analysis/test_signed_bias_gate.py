@@ -14,7 +14,7 @@ import pytest
 from harness.analysis.contract import load_tolerances
 from harness.analysis.threeway import spread
 from harness.core.contract_format import ContractError
-from harness.release.zoo_report import CALIBRATION_FILE, bias_bound
+from harness.release.zoo_report import CALIBRATION_FILE, HEADROOM_MAX, bias_bound, ceil2
 from tests.unit.analysis.test_contract_verdict import CRIT, biased
 
 pytestmark = pytest.mark.unit
@@ -55,6 +55,17 @@ def test_rounding_alone_reads_inside_any_calibrated_bound():
     bound = load_tolerances()["bf16"].bias_t
     s = spread(biased(0.0), replace(LOOSE, bias_t=bound), 1.0)
     assert s.findings == [] and all(abs(b["t"]) < 1 for b in s.bias.values())
+
+
+def test_the_shipped_bf16_bound_is_the_largest_correct_t_times_the_max_headroom_and_fp32_has_none():
+    """``fixtures/contract/calibration.json``'s signed_bias record sets bf16's ``bias_t`` (largest correct |t| x 1.5,
+    rounded up to two figures), every defect's t recorded beside it; fp32 (and a server, bf16's alias) as shipped."""
+    record = json.loads(CALIBRATION_FILE.read_text())["signed_bias"]
+    tol = load_tolerances()
+    assert record["gated"] is True and record["correct_bf16"]["n"] >= 3
+    assert tol["bf16"].bias_t == ceil2(record["correct_bf16"]["max"] * HEADROOM_MAX) == bias_bound(record)["bias_t"]
+    assert tol["server"].bias_t == tol["bf16"].bias_t and tol["fp32"].bias_t == math.inf
+    assert record["correct_bf16"]["max"] < tol["bf16"].bias_t / 1.4  # no correct case near the bound
 
 
 def test_no_correct_t_recorded_sets_no_bound():

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 
-from harness.analysis.contract import CRITERION_KEYS, TOLERANCES_FILE, ContractError, load_tolerances
+from harness.analysis.contract import CRITERION_KEYS, OPTIONAL_KEYS, TOLERANCES_FILE, ContractError, load_tolerances
 
 pytestmark = pytest.mark.unit
 
@@ -22,6 +23,8 @@ def as_json(criterion) -> dict:
     """A loaded criterion in the file's own terms (its dtype is the entry's key, not a field)."""
     out = dataclasses.asdict(criterion)
     out.pop("dtype")
+    if out["bias_t"] == math.inf:  # absent from the file: the signed bias shown, not gated (fp32)
+        out.pop("bias_t")
     return out
 
 
@@ -76,7 +79,13 @@ def test_sigma_tokens_may_be_left_out_and_is_then_50(tmp_path):
     assert load_tolerances(path)["bf16"].sigma_tokens == 50
 
 
-@pytest.mark.parametrize("key", sorted(CRITERION_KEYS - {"sigma_tokens"}))
+def test_bias_t_may_be_left_out_and_the_signed_bias_is_then_not_gated(tmp_path):
+    path, data = distinct_file(tmp_path, lambda d: d["bf16"].pop("bias_t"))
+    loaded = load_tolerances(path)
+    assert loaded["bf16"].bias_t == math.inf and loaded["fp32"].bias_t == data["fp32"]["bias_t"]
+
+
+@pytest.mark.parametrize("key", sorted(CRITERION_KEYS - OPTIONAL_KEYS))
 def test_a_missing_key_is_refused_naming_it(tmp_path, key):
     path, _ = distinct_file(tmp_path, lambda d: d["bf16"].pop(key))
     with pytest.raises(ContractError, match=rf"'bf16' needs .*; missing \['{key}'\], unknown \[\]"):
