@@ -210,6 +210,8 @@ def test_a_derived_bound_keeps_its_baseline_and_tolerance_and_names_the_baseline
 
 @pytest.mark.parametrize("entry, message", [
     ({**ENTRY, "tolerance": 0.0, "baseline": 7.0}, None),  # a zero tolerance is a fraction
+    ({**ENTRY, "max": 0.5}, None),  # a sub-unit max (0.5 ms) is a bound
+    ({**{k: v for k, v in ENTRY.items() if k != "max"}, "baseline": 0.5, "tolerance": 0.1}, None),  # max 0.55
     ({**ENTRY, "tolerance": 9.99}, None),
     ({**ENTRY, "tolerance": -0.01}, "field 'tolerance' must be a fraction such as 0.10, got -0.01"),
     ({**MIN_ENTRY, "min": 0}, None),  # a zero min is a bound (a throughput of 0 passes)
