@@ -182,3 +182,71 @@ def test_a_sides_round_errors_are_kept_by_round_and_the_legs_record_each_sides_d
     v = decide(base, cand, contract=bf16_contract())
     assert v.to_dict()["sides"]["candidate"]["round_errors"] == {"2": "exit 1: warm"}
     assert v.to_dict()["output_contract_legs"][0]["dtypes"] == {"baseline": "bf16", "candidate": "bf16"}
+
+
+def test_one_reason_is_the_summary_alone_and_several_warnings_open_figures_and_legs_are_each_listed():
+    from dataclasses import replace
+
+    from tests.unit.analysis.test_verdict import slower
+
+    one = decide(side("baseline", [17.0] * 3), side("candidate", [17.0] * 3),
+                 contract={"m/s": ContractResult(reasons=["broken"])})
+    assert one.summary() == "FAIL: output contract (m/s): broken"
+    warned = decide(side("baseline", [17.0] * 4), side("candidate", slower(0.13, 0.03)), design=Design())
+    (w,) = warned.warnings
+    assert replace(warned, likely=warned.likely * 2).summary() == f"PASS; 2 warning(s): {w}; {w}"
+    undecided = decide(side("baseline", [17.0] * 4), side("candidate", NOISY), design=Design(min_pairs=4, max_pairs=4))
+    two = replace(undecided, open=undecided.open * 2)
+    assert two.summary() == f"INCONCLUSIVE: 2 gated figure(s) still open at 4 pairs: {TKG} tkg_ms_p50, {TKG} tkg_ms_p50"
+    legs = {**bf16_contract(), "carbon-tiny/other": bf16_contract("server")["carbon-tiny/smoke"]}
+    passed = decide(side("baseline", [17.0] * 3), side("candidate", [17.0] * 3), contract=legs)
+    assert passed.summary() == ("PASS (bf16 leg only: defects below bf16 rounding not excluded; server leg only: "
+                                "defects below bf16 rounding not excluded)")
+
+
+def test_each_gate_cell_says_how_its_figure_was_decided():
+    from dataclasses import replace
+
+    from harness.core.sequential import FAIL, PASS, Decision
+
+    v = decide(side("baseline", [17.0] * 3), side("candidate", [17.0] * 3))
+    tkg = next(f for f in v.figures if f.metric == "tkg_ms_p50")
+
+    def cell(figure) -> str:
+        row = next(line for line in replace(v, figures=[figure]).markdown().splitlines() if line.startswith(f"| `{TKG}`"))
+        return row.rsplit(" | ", 1)[1].rstrip(" |")
+
+    assert cell(replace(tkg, decision=Decision("k", FAIL, None))) == "**FAIL**"
+    assert cell(replace(tkg, decision=Decision("k", PASS, None))) == "pass (tol 5%)"
+    assert cell(replace(tkg, decision=Decision("k", PASS, 3), tolerance=0.08)) == "pass at 3 pairs (tol 8%)"
+    assert cell(replace(tkg, decision=None)) == "reported"
+    warned = decide(side("baseline", [17.0] * 4), side("candidate", slower_by_13()), design=Design())
+    row = next(line for line in warned.markdown().splitlines() if line.startswith(f"| `{TKG}` | tkg_ms_p50"))
+    assert row.endswith(" | pass at 4 pairs (tol 5%), **likely slower** |")
+
+
+def slower_by_13() -> list[float]:
+    from tests.unit.analysis.test_verdict import slower
+
+    return slower(0.13, 0.03)
+
+
+def test_a_figure_of_one_pair_has_no_interval_in_the_table():
+    v = decide(side("baseline", [17.0]), side("candidate", [17.0]))
+    row = next(line for line in v.markdown().splitlines() if line.startswith(f"| `{TKG}` | tkg_ms_p50"))
+    assert row.split(" | ")[4:7] == ["+0.0%", "-", "1"]
+
+
+def test_at_the_cap_a_figure_no_look_decided_is_still_open_while_the_check_runs():
+    from harness.analysis.compare import Tolerances
+    from harness.analysis.verdict import still_open
+
+    noisy = side("baseline", [17.0] * 4), side("candidate", NOISY)
+    assert still_open(*noisy, Tolerances(default=0.05), Design(min_pairs=4, max_pairs=4)) == ([f"{TKG} tkg_ms_p50"], [])
+
+
+def test_merged_legs_say_each_warning_above_the_verdict_and_an_entry_without_words_as_empty():
+    merged = merge([{"verdict": "INCONCLUSIVE", "inconclusive": [{}], "warnings": ["w1", "w2"]}], ["a"])
+    assert merged["inconclusive"] == ["a: "] and merged["warnings"] == ["a: w1", "a: w2"]
+    assert merged_markdown(merged).startswith("**Warning: a: w1**\n**Warning: a: w2**\n\n## Release check (all legs): "
+                                              "INCONCLUSIVE\n")
