@@ -41,8 +41,13 @@ def turns(servers: dict, planned: dict) -> ExclusiveFocus:
 
 
 def test_the_served_side_is_stopped_for_the_other_sides_turn_and_started_for_its_own(tmp_path):
+    import time
+
     candidate = server(tmp_path, "0-3")
-    focus = turns({"candidate": candidate}, {"baseline": "0-3", "candidate": "0-3"})
+    readied, said = [], []
+    t0 = time.monotonic()
+    focus = ExclusiveFocus({"candidate": candidate}, lambda name, s: (readied.append(name), s.wait_ready(60)),
+                           {"baseline": "0-3", "candidate": "0-3"}, said.append)
     try:
         focus("baseline")  # the baseline's conformance: nothing runs yet
         assert candidate.proc is None
@@ -58,6 +63,20 @@ def test_the_served_side_is_stopped_for_the_other_sides_turn_and_started_for_its
         assert [(e["server"], e["action"]) for e in focus.events] == [("candidate", "start"), ("candidate", "stop"),
                                                                        ("candidate", "start")]
         assert focus.events[1]["for"] == "baseline" and len(focus.read_backs) == 2
+        # each start and stop timed from the turns' own start, in tenths of a second; the first start kept
+        elapsed = time.monotonic() - t0
+        assert [sorted(e) for e in focus.events] == [["action", "at_s", "server", "took_s"],
+                                                     ["action", "at_s", "for", "server", "took_s"],
+                                                     ["action", "at_s", "server", "took_s"]]
+        for e in focus.events:
+            assert all(isinstance(e[k], float) and 0 <= e[k] <= elapsed + 0.1 and round(e[k], 1) == e[k]
+                       for k in ("at_s", "took_s")), e
+        assert focus.events[0]["at_s"] <= focus.events[1]["at_s"] <= focus.events[2]["at_s"]
+        assert list(focus.starts) == ["candidate"] and round(focus.starts["candidate"], 1) == focus.events[0]["took_s"]
+        assert readied == ["candidate", "candidate"]
+        assert said == [f"candidate: starting its vLLM server again (pid {first}): the other side's turn is over",
+                        f"candidate: starting its vLLM server again (pid {candidate.proc.pid}): the other side's "
+                        "turn is over"]
     finally:
         candidate.stop()
 

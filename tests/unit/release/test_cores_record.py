@@ -183,6 +183,20 @@ def test_markdown_of_a_plan_alone():
                      f"candidate `4-7`. {DISJOINT.reason}.", "", ""]
 
 
+def test_markdown_skips_a_worker_record_among_the_servers_and_reads_an_older_records_variable():
+    """A worker's record listed among the servers (its log line, or its core) is the workers' lines' and stops
+    no server process after it; a record with NEURON_RT_VISIBLE_CORES and no ``cores`` shows that value."""
+    servers = [{"who": "candidate", "worker_log": "no NeuronWorker line"},
+               {"who": "candidate", "worker_rank": 1, "local_rank": 1, "worker_core": 5, "planned": "4-7"},
+               {"who": "candidate", "pid": 20, "NEURON_RT_VISIBLE_CORES": "4-7", "planned": "4-7"}]
+    lines = markdown({"plan": DISJOINT.to_dict(), "servers": servers,
+                      "rounds": {"baseline": ["0-3", "4-7", "0-3"]}})
+    assert lines[4:] == ["- the candidate's server process 20: NEURON_RT_VISIBLE_CORES=4-7 (planned 4-7)",
+                         f"- {PROVES}", "- the candidate's workers: no NeuronWorker line",
+                         "- the candidate's worker rank 1 (local_rank 1): NeuronCore 5 (planned 4-7)",
+                         "- the baseline's perf rounds: NEURON_RT_VISIBLE_CORES=0-3, 4-7", ""]
+
+
 def test_markdown_names_the_variable_a_server_got_its_cores_in():
     servers = [{"who": "baseline", "pid": 7, "variable": "NEURON_VISIBLE_DEVICES", "cores": "0-3", "planned": "0-3"}]
     lines = markdown({"plan": DISJOINT.to_dict(), "servers": servers, "events": [{"action": "stop", "took_s": 1}]})
