@@ -250,3 +250,30 @@ def test_merged_legs_say_each_warning_above_the_verdict_and_an_entry_without_wor
     assert merged["inconclusive"] == ["a: "] and merged["warnings"] == ["a: w1", "a: w2"]
     assert merged_markdown(merged).startswith("**Warning: a: w1**\n**Warning: a: w2**\n\n## Release check (all legs): "
                                               "INCONCLUSIVE\n")
+
+
+def test_the_table_shows_each_figures_interval_low_to_high_and_a_change_it_cannot_compute_as_a_dash():
+    from dataclasses import replace
+
+    warned = decide(side("baseline", [17.0] * 4), side("candidate", slower_by_13()), design=Design())
+    tkg = next(f for f in warned.figures if f.metric == "tkg_ms_p50")
+    lo, hi = tkg.bounds
+    row = next(line for line in warned.markdown().splitlines() if line.startswith(f"| `{TKG}` | tkg_ms_p50"))
+    assert lo < hi and row.split(" | ")[4:6] == [f"{100 * tkg.change:+.1f}%", f"{100 * lo:+.1f}% .. {100 * hi:+.1f}%"]
+    nan = replace(warned, figures=[replace(tkg, interval=replace(tkg.interval, ratio=float("nan")))])
+    row = next(line for line in nan.markdown().splitlines() if line.startswith(f"| `{TKG}` | tkg_ms_p50"))
+    assert row.split(" | ")[4] == "-"
+
+
+def test_versions_either_side_alone_reports_are_listed_and_a_verdict_without_sides_still_renders():
+    from dataclasses import replace
+
+    base = side("baseline", [17.0] * 3)
+    base.versions = {"nxdi_version": "0.9.0", "neuronx_cc": "2.21"}
+    v = decide(base, side("candidate", [17.0] * 3))
+    md = v.markdown().splitlines()
+    assert md[2:6] == ["| | baseline | candidate |", "|---|---|---|", "| neuronx_cc | 2.21 | - |",
+                       "| nxdi_version | 0.9.0 | 0.9.0 |"]
+    bare = replace(v, sides={}).markdown()
+    assert "| | baseline | candidate |\n|---|---|---|\n\nMode: ; perf rounds (fresh processes, A B / B A): 3 run, 0 with " \
+           "baseline results, 0 with candidate results" in bare
