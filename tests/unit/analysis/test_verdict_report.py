@@ -277,3 +277,50 @@ def test_versions_either_side_alone_reports_are_listed_and_a_verdict_without_sid
     bare = replace(v, sides={}).markdown()
     assert "| | baseline | candidate |\n|---|---|---|\n\nMode: ; perf rounds (fresh processes, A B / B A): 3 run, 0 with " \
            "baseline results, 0 with candidate results" in bare
+
+
+@pytest.mark.parametrize("n, more", [(50, None), (51, "| ... 1 more in verdict.json | | | |")])
+def test_the_outcome_table_is_cut_only_past_50(n, more):
+    base = SideReport("baseline", outcomes={f"t::{i:02d}": CaseOutcome("passed") for i in range(n)})
+    cand = SideReport("candidate", outcomes={f"t::{i:02d}": CaseOutcome("failed", "x") for i in range(n)})
+    lines = decide(base, cand).markdown().splitlines()
+    assert sum(line.startswith("| `t::") for line in lines) == 50
+    assert [line for line in lines if "more in verdict.json" in line] == ([more] if more else [])
+
+
+def test_tests_one_stack_only_runs_are_a_table_of_their_own_cut_at_50_and_160():
+    base = {f"t::{i:02d}": CaseOutcome("passed") for i in range(52)}
+    new = {t: CaseOutcome("skipped", "s" * 200) for t in base}
+    v = decide(SideReport("baseline", backend="neuron", outcomes=base),
+               SideReport("candidate", backend="openai", outcomes=new))
+    md = v.markdown()
+    start = md.index("### Not comparable across stacks (52 tests one stack only runs)")
+    block = md[start:].split("\n\n")
+    assert block[0] == "### Not comparable across stacks (52 tests one stack only runs)"
+    rows = block[1].splitlines()
+    assert rows[:3] == ["| test | baseline | candidate | why |", "|---|---|---|---|",
+                        f"| `t::00` | passed | skipped | {'s' * 160} |"]
+    assert len(rows) == 52 and rows[-1].startswith("| `t::49` |")
+    assert "### Figures across stacks" in md and v.reasons == []
+
+
+def test_pairs_left_out_and_figures_not_measured_are_listed_under_their_headings():
+    base, cand = side("baseline", [17.0] * 4), side("candidate", [17.0] * 4)
+    del base.rounds[1]
+    base.round_errors[1] = "exit 1: lost"
+    base.engines = {k: {"e": {"load_s": 1.0, "compile": "compiled", "compile_s": 1.0}} for k in (1, 2, 3, 4)}
+    cand.engines = {k: {"e": {"load_s": 1.0, "compile": "cache hit"}} for k in (1, 2, 3, 4)}
+    v = decide(base, cand)
+    md = v.markdown()
+    assert ("### Pairs left out (the baseline left no result)\n\n- baseline perf round 1 produced no results (exit 1: "
+            "lost): pair 1 is left out of every figure\n\n") in md
+    assert f"### Not measured\n\n- {v.not_measured[0]}\n\n" in md and v.not_measured[0].startswith("engine e compile_s")
+
+
+def test_an_open_figures_block_ends_before_the_next_section_and_the_configuration_drift_is_read_from_both_sides():
+    undecided = decide(side("baseline", [17.0] * 4), side("candidate", NOISY), design=Design(min_pairs=4, max_pairs=4))
+    assert f"1. {undecided.open[0].describe()}\n\n### Configuration drift" in undecided.markdown()
+    base, cand = side("baseline", [17.0] * 3, config={"tp": 1}), side("candidate", [17.0] * 3, config={"tp": 2})
+    v = decide(base, cand)
+    assert v.config_drift["compared"] is True and v.config_drift["differences"] == [["tp", 1, 2]]
+    assert "| `tp` | 1 | 2 |" in v.markdown()
