@@ -196,6 +196,7 @@ def test_the_record_by_default_reads_this_interpreter_and_writes_its_prefixes_ho
     prefix = "<prefix>" if sys.prefix != sys.base_prefix else "<base>"
     assert here["sys_path"] == [f"{prefix}/lib/x", "<base>/lib/y", "~/z"]
     assert normalized("/opt/a/x", {"/opt/a/": "<p>"}) == "<p>/x"
+    assert normalized("/opt/venv-X/lib", {"/opt/venv-X": "<p>"}) == "<p>/lib"  # only a trailing / is dropped
     hook = tmp_path / "usercustomize.py"
     hook.write_bytes(b"X = 1\n")
     line = flattened(environment_record(environ={}, path=[], modules={"usercustomize": SimpleNamespace(__file__=str(hook))},
