@@ -74,3 +74,11 @@ def test_a_round_that_hangs_is_stopped_at_the_timeout(tmp_path):
         assert reports[name].round_errors[1].startswith("perf round 1 stopped (interrupted, exit 2): timed out "
                                                         "after 0 s"), reports[name].round_errors
     assert progress[-1].startswith("stopping after 1 pairs: ")
+
+
+def test_every_open_figure_is_named_after_each_look(check):
+    from tests.unit.release.test_rounds import NOISY
+
+    check.run(Design(min_pairs=4, max_pairs=5), candidate={**NOISY, "long": True}, baseline={**STEADY, "long": True})
+    assert "still open after 4 pairs: " + ", ".join(f"{TKG.replace('smoke', shape)} tkg_ms_p50"
+                                                     for shape in ("long", "smoke")) in check.progress, check.progress
