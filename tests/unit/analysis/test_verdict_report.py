@@ -324,3 +324,34 @@ def test_an_open_figures_block_ends_before_the_next_section_and_the_configuratio
     v = decide(base, cand)
     assert v.config_drift["compared"] is True and v.config_drift["differences"] == [["tp", 1, 2]]
     assert "| `tp` | 1 | 2 |" in v.markdown()
+
+
+@pytest.mark.parametrize("message, why", [
+    ('failed with "harness.core.errors.BackendError: load failed: BackendError: the inner one"',
+     "load failed: BackendError: the inner one"),  # an error quoting another keeps it whole
+    ("harness.core.errors.BackendError(no words)", "harness.core.errors.BackendError(no words)"),
+    ('failed with "harness.core.errors.BackendError: unknown device TRN2X"', "unknown device TRN2X"),
+])
+def test_why_a_side_cannot_run_is_its_engine_errors_own_words(message, why):
+    assert cannot_run(SideReport("c", outcomes={"t::a": CaseOutcome("error", message)})) == [
+        f"{why} (first seen in t::a)"]
+
+
+def test_six_changed_tests_name_five_and_one_more_and_fail_on_likely_keeps_every_other_reason():
+    base = SideReport("baseline", outcomes={f"t::{i}": CaseOutcome("passed") for i in range(6)})
+    six = decide(base, SideReport("candidate", outcomes={}))
+    assert six.reasons[0].endswith("t::4 (missing) and 1 more") and six.confidence == 0.95
+    assert six.to_dict()["confidence"] == 0.95
+    from tests.unit.analysis.test_verdict import slower
+
+    b = side("baseline", [17.0] * 4, outcomes={"t::a": CaseOutcome("passed")})
+    c = side("candidate", slower(0.13, 0.03), outcomes={"t::a": CaseOutcome("failed", "x")})
+    strict = decide(b, c, design=Design(), fail_on_likely=True)
+    assert len(strict.reasons) == 2 and strict.reasons[0].startswith("1 test(s) passed on the baseline")
+    assert strict.reasons[1].endswith("(--fail-on-likely)")
+
+
+def test_the_verdicts_last_look_ends_a_figure_still_open_as_unresolved_before_the_cap():
+    v = decide(side("baseline", [17.0] * 4), side("candidate", NOISY), design=Design(min_pairs=4, max_pairs=8))
+    tkg = next(f for f in v.figures if f.metric == "tkg_ms_p50")
+    assert tkg.state == "unresolved" and v.word == "INCONCLUSIVE"
