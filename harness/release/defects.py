@@ -14,7 +14,10 @@ yardstick (the check's own interpreter) untouched.
 
 The near-threshold defects (``NEAR_THRESHOLD``) wrap transformers' SDPA attention call, so each is one
 small change to one attention computation: a scale x1.01 in late decode or x1.02 everywhere, a KV slot
-lost past position 40, the padding mask ignored in decode, a softmax rounded to bf16 at every step.
+lost past position 40, the padding mask ignored in decode, a softmax rounded to bf16 at every step. The late
+scale also has a plant at the edge on the zoo's other stacks (issue 56): in NxDI's token-generation attention
+(``NXDI_EDITS``, a copy of the candidate's tree) and in a served candidate's vLLM CPU attention backend
+(``SERVED_HOOKS``, ``plant_served``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""The output contract's zoo: real ``release-check --conformance-only`` runs on transformers and NxDI's
-CPU mode, a correct candidate and each planted defect (``harness.release.defects``), on the flat
+"""The output contract's zoo: real ``release-check --conformance-only`` runs on transformers, NxDI's CPU mode
+and a served vLLM candidate (``--stack vllm``), a correct candidate and each planted defect (``harness.release.defects``), on the flat
 (carbon-tiny) and the peaked (carbon-tiny-trained) checkpoint. Correct runs calibrate the criterion
 (``carbon-harness contract-zoo calibrate``); the table (``... table``) is docs/stacks-and-migration.md's.
 
     carbon-harness contract-zoo run --out DIR [--stack hf --stack nxdi] [--model carbon-tiny] [--case correct]
     carbon-harness contract-zoo calibrate DIR [DIR...]    # fixtures/contract/calibration.json, tolerances.json
     carbon-harness contract-zoo table DIR [DIR...]        # markdown, each case re-judged with the shipped criterion
+    carbon-harness contract-zoo plant --out DIR --stack S --case DEFECT   # one plant; prints the candidate's option
 
 Each case's baseline is the same stack and dtype without the defect; the candidate carries it in its own
 environment only, so the reference and the yardstick (this interpreter) never see it. A case is skipped
