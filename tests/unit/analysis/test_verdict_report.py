@@ -355,3 +355,22 @@ def test_the_verdicts_last_look_ends_a_figure_still_open_as_unresolved_before_th
     v = decide(side("baseline", [17.0] * 4), side("candidate", NOISY), design=Design(min_pairs=4, max_pairs=8))
     tkg = next(f for f in v.figures if f.metric == "tkg_ms_p50")
     assert tkg.state == "unresolved" and v.word == "INCONCLUSIVE"
+
+
+def test_a_side_that_recorded_no_versions_reads_dashes_and_verdict_json_keeps_drift_and_no_stacks():
+    from dataclasses import replace
+
+    v = decide(side("baseline", [17.0] * 3), side("candidate", [17.0] * 3))
+    one = replace(v, sides={"baseline": {}, "candidate": {"versions": {"x": "1"}}}).markdown()
+    assert "| x | - | 1 |" in one
+    other = replace(v, sides={"baseline": {"versions": {"x": "1"}}, "candidate": {}}).markdown()
+    assert "| x | 1 | - |" in other
+    assert v.to_dict()["config_drift"] == {"compared": False, "missing": ["baseline", "candidate"]}
+    assert replace(v, stacks=None).to_dict()["stacks"] is None
+
+
+def test_a_left_out_pair_adds_its_section_to_the_whole_report():
+    base, cand = side("baseline", [17.0] * 4), side("candidate", [17.0] * 4)
+    del base.rounds[1]
+    md = decide(base, cand).markdown()
+    assert md.startswith("## Release check: ") and "### Pairs left out" in md and "### Gated figures" in md
