@@ -1,7 +1,8 @@
 """The output contract on real bf16 stacks (``carbon-harness contract-zoo``): each case is a whole
 ``release-check --conformance-only`` whose candidate is correct (it passes, exit 0) or carries one planted
 defect in its own environment (it fails with exit 1, the verdict naming the criterion, the prompt and the
-first position). CI runs three cases (transformers, flat checkpoint: a wrong RoPE theta, 78 s in the
+first position). CI runs three cases (transformers, flat checkpoint: a wrong RoPE theta, at the contract-long
+shape since issue 56 (28% longer than at smoke: 808 s against 630 s on 2026-11-28 at load 9-13); 78 s at smoke in the
 release-check environment, 2026-11-26, 2-core EPYC at load 3-6: a whole release-check, over 20 s; a KV slot
 lost past position 40, judged per position; attention scale x1.01 late in decode, in the fp32 leg); the
 rest run under ``-m extended`` (``nox -s release-extended``): transformers bf16 and NxDI's CPU mode in bf16,
@@ -26,6 +27,9 @@ pytestmark = [pytest.mark.release, pytest.mark.slow]
 # CI: one gross defect, one near-threshold defect judged per position, one fp32 leg (issue 47)
 CI_CASES = {("hf", "carbon-tiny", "rope-theta"), ("hf", "carbon-tiny", "kv-drop-late"),
             ("hf", "carbon-tiny", "attn-scale-late-fp32")}
+# ... and the contract's long shape in one of them (issue 56): the gross defect, judged at contract-long's batched
+# rows and its prompt decoded to the sequence's end (docs/stacks-and-migration.md, "The long shape in CI")
+CI_LONG = ("hf", "carbon-tiny", "rope-theta")
 CASES = [(stack, model, case) for stack in ("hf", "nxdi") for model in ("carbon-tiny", "carbon-tiny-trained")
          for case in ("correct-bf16", "correct-fp32", *DEFECTS) if (model, case) not in BELOW_BF16_NOISE]
 CASES += [("hf", model, case) for model in ("carbon-tiny", "carbon-tiny-trained") for case in NEAR]
@@ -40,6 +44,8 @@ CASES += [("vllm", "carbon-tiny", case) for case in ("correct-bf16", "correct-fp
 def test_a_correct_candidate_passes_and_each_planted_defect_fails_naming_it(tmp_path, carbon_session, stack, model,
                                                                            case):
     args = ["contract-zoo", "run", "--out", str(tmp_path), "--stack", stack, "--model", model, "--case", case]
+    if (stack, model, case) == CI_LONG:
+        args += ["--shape", "contract-long"]
     if stack == "nxdi":
         source = carbon_session.config.nxdi_source
         if source is None:
@@ -57,6 +63,8 @@ def test_a_correct_candidate_passes_and_each_planted_defect_fails_naming_it(tmp_
     assert len(rows) == 1, r.stderr[-2000:]
     row = rows[0]
     candidate = row["candidate"]
+    if (stack, model, case) == CI_LONG:  # the long shape ran: its prompt decoded past the smoke shape's last position
+        assert row["shape"] == "contract-long" and candidate["last_position"] > 47, (row["shape"], candidate)
     defect = case.removesuffix("-fp32")
     assert candidate["dtype"] == ("fp32" if case.endswith("-fp32") else "bf16")
     planted = defect in HOOKS and not (stack == "nxdi" and defect in NXDI_EDITS)
