@@ -224,3 +224,25 @@ def test_a_compile_time_under_its_floor_passes_however_slower_and_a_cache_hit_sa
     cand.engines = {k: {"e": {"load_s": 1.0}} for k in (1, 2)}
     base.engines = {k: {"e": {"load_s": 1.0}} for k in (1, 2)}
     assert pair_rounds(base, cand, Tolerances(default=0.05), 0.95).not_measured == []
+
+
+def test_a_reason_names_its_interval_low_to_high_and_a_change_it_cannot_compute_as_zero():
+    f = figure([10.0, 10.0, 10.0, 10.0], [20.0, 10.0, 20.0, 10.0], decision=Decision("b m", UNRESOLVED, upper=0.9))
+    lo, hi = f.bounds
+    text = f.describe()
+    assert lo < hi and f"95% interval {100 * lo:+.1f}% .. {100 * hi:+.1f}% over 4 pairs" in text
+    assert text.startswith("b m: not resolved after 4 pairs: change +41.4% (")
+    from dataclasses import replace
+
+    none = replace(f, interval=replace(f.interval, ratio=float("nan")))
+    assert none.change is None and none.describe().startswith("b m: not resolved after 4 pairs: change +0.0% (")
+    plain = replace(none, decision=None)
+    assert plain.describe().startswith("b m: slower by 0.0% (")
+
+
+def test_engine_records_a_round_or_a_side_lacks_leave_that_pair_out_of_its_load_time():
+    base, cand = side("baseline", [17.0] * 4), side("candidate", [17.0] * 4)
+    base.engines = {1: {"e": {"load_s": 1.0}}, 2: {"e": {"load_s": 1.0}}, 3: {"e": {"load_s": 1.0}}}
+    cand.engines = {1: {"e": {"load_s": 1.1}}, 2: {}, 3: {"e": {"compile": "cache hit"}}, 4: {"e": {"load_s": 1.0}}}
+    load = [f for f in pair_rounds(base, cand, Tolerances(default=0.05), 0.95).figures if f.metric == "load_s"]
+    assert [(f.benchmark, f.rounds, f.base, f.new) for f in load] == [("engine e", (1,), (1.0,), (1.1,))]
