@@ -246,3 +246,73 @@ def test_engine_records_a_round_or_a_side_lacks_leave_that_pair_out_of_its_load_
     cand.engines = {1: {"e": {"load_s": 1.1}}, 2: {}, 3: {"e": {"compile": "cache hit"}}, 4: {"e": {"load_s": 1.0}}}
     load = [f for f in pair_rounds(base, cand, Tolerances(default=0.05), 0.95).figures if f.metric == "load_s"]
     assert [(f.benchmark, f.rounds, f.base, f.new) for f in load] == [("engine e", (1,), (1.0,), (1.1,))]
+
+
+def engines(records: dict[int, dict]) -> dict[int, dict]:
+    return {k: {"e": {"load_s": 1.0, **r}} for k, r in records.items()}
+
+
+def compile_figure(pairing):
+    return next(f for f in pairing.figures if f.metric == "compile_s")
+
+
+def test_a_compile_time_is_paired_in_the_rounds_both_sides_compiled_at_its_floors_edge_with_the_checks_confidence():
+    base, cand = side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)
+    base.engines = engines({1: {"compile": "cache hit"}, 2: {"compile": "compiled", "compile_s": 1.0},
+                            3: {"compile": "compiled", "compile_s": 1.0}})
+    cand.engines = engines({1: {"compile": "cache hit"}, 2: {"compile": "compiled", "compile_s": 1.5},
+                            3: {"compile": "compiled", "compile_s": 1.5}})
+    f = compile_figure(pair_rounds(base, cand, Tolerances(default=0.05), 0.8))
+    assert f.rounds == (2, 3) and f.floor == 0.5 and f.interval_confidence == 0.8 and f.absolute == 0.5
+    assert f.interval == paired_ratio_ci([1.0, 1.0], [1.5, 1.5], 0.8)
+    assert f.state == "pass"  # +50% beyond 25%, but 0.5 s is not beyond the 0.5 s floor
+    assert (f.decision.key, f.decision.at_pairs, f.decision.at_round) == ("engine e compile_s", 2, 3)
+
+
+def test_a_compile_time_needs_both_sides_compiled_with_a_number_and_each_engine_is_judged():
+    base, cand = side("baseline", [17.0] * 2), side("candidate", [17.0] * 2)
+    base.engines = {k: {"a": {"load_s": 1.0, "compile": "compiled", "compile_s": 10.0},
+                        "b": {"load_s": 1.0, "compile": "cache hit", "compile_s": 3.0}} for k in (1, 2)}
+    cand.engines = {k: {"a": {"load_s": 1.0, "compile": "compiled", "compile_s": 10.0},
+                        "b": {"load_s": 1.0, "compile": "compiled"}} for k in (1, 2)}
+    pairing = pair_rounds(base, cand, Tolerances(default=0.05), 0.95)
+    assert [f.benchmark for f in pairing.figures if f.metric == "compile_s"] == ["engine a"]
+    assert pairing.not_measured == [
+        "engine b compile_s: not measured in the same round on both sides (baseline: cache hit; candidate: compiled); "
+        "for a compile-time comparison run the check with an empty --cache-dir and --no-conformance, so that each "
+        "side's first perf round compiles"]
+    base.engines = {1: {"b": {"load_s": 1.0, "compile": "compiled"}}, 2: {"b": {"load_s": 1.0, "compile": "cache hit"}}}
+    cand.engines = {k: {"b": {"load_s": 1.0}} for k in (1, 2)}
+    (said,) = pair_rounds(base, cand, Tolerances(default=0.05), 0.95).not_measured
+    assert "(baseline: cache hit, compiled; candidate: not recorded)" in said
+
+
+def test_a_load_time_keeps_the_rounds_it_was_paired_in_and_the_checks_confidence():
+    base, cand = side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)
+    base.engines, cand.engines = engines({2: {}, 3: {}}), engines({1: {}, 2: {}, 3: {}})
+    pairing = pair_rounds(base, cand, Tolerances(default=0.05), 0.8)
+    load = next(f for f in pairing.figures if f.metric == "load_s")
+    assert load.rounds == (2, 3) and load.interval_confidence == 0.8
+    tkg = next(f for f in pairing.figures if f.metric == "tkg_ms_p50")
+    assert tkg.interval_confidence == 0.8 and tkg.interval == paired_ratio_ci(list(tkg.base), list(tkg.new), 0.8)
+
+
+def test_a_median_round_is_lower_is_better_whatever_its_benchmark_says_and_two_served_sides_pair_no_load_time():
+    base, cand = side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)
+    for s in (base, cand):
+        for results in s.rounds.values():
+            results[0].directions.update({"median_s": "min"})
+    figures = {f.metric: f for f in pair_rounds(base, cand, Tolerances(default=0.05), 0.95).figures}
+    assert figures["median_s"].direction == "max"
+    served = side("baseline", [17.0] * 3, backend="openai"), side("candidate", [17.0] * 3, backend="openai")
+    pairing = pair_rounds(*served, Tolerances(default=0.05), 0.95)
+    assert not any(f.metric == "load_s" for f in pairing.figures)
+    assert pairing.not_measured[-1].startswith("engine load_s: openai / openai load different things")
+
+
+def test_a_benchmark_the_baseline_lacks_in_a_round_is_left_out_with_that_tests_own_failure():
+    base, cand = side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)
+    base.rounds[2] = []
+    base.round_outcomes[2] = {TKG: CaseOutcome("failed", "boom"), "other": CaseOutcome("failed", "not this")}
+    (left,) = pair_rounds(base, cand, Tolerances(default=0.05), 0.95).left_out
+    assert left == f"baseline perf round 2 did not produce {TKG} (failed: boom): its pair 2 is left out"
