@@ -54,6 +54,7 @@ def test_the_served_side_is_stopped_for_the_other_sides_turn_and_started_for_its
         focus("candidate")
         first = candidate.proc.pid
         assert focus.read_backs[0]["NEURON_RT_VISIBLE_CORES"] == "0-3" and focus.read_backs[0]["pid"] == first
+        assert (focus.read_backs[0]["who"], focus.read_backs[0]["planned"]) == ("candidate", "0-3")
         port = candidate.port
         focus("baseline")
         assert candidate.proc.poll() is not None and group_members(first) == []  # its cores are free
@@ -84,9 +85,51 @@ def test_the_served_side_is_stopped_for_the_other_sides_turn_and_started_for_its
 def test_a_server_outside_its_planned_cores_stops_the_check(tmp_path):
     candidate = server(tmp_path, "4-7")
     focus = turns({"candidate": candidate}, {"baseline": "0-3", "candidate": "0-3"})
-    with pytest.raises(ReleaseCheckError, match="NEURON_RT_VISIBLE_CORES=4-7, planned 0-3"):
+    with pytest.raises(ReleaseCheckError, match="NEURON_RT_VISIBLE_CORES=4-7, planned 0-3") as caught:
         focus("candidate")
     assert candidate.proc.poll() is not None
+    assert str(caught.value).startswith(f"the candidate's server process {candidate.proc.pid}")  # named
+
+
+def test_a_servers_first_process_must_hold_its_whole_range_and_a_process_gone_since_listed_is_recorded(
+        tmp_path, monkeypatch):
+    """The API server (the group's first process) holding part of its planned range is refused, as a worker's
+    part is not; a process whose environment cannot be read (gone since listed, or its environment area
+    rewritten: EnvironRewritten, the reader's own error) is recorded as unreadable and the rest still read."""
+    import harness.release.cores as cores
+    from harness.core.neuron_cores import EnvironRewritten
+    from harness.release.cores import read_back
+
+    part = StandIn(Path("/unused"), None, tmp_path / "part.log", "carbon-tiny", env={"NEURON_RT_VISIBLE_CORES": "4-5"})
+    part.port = 0
+    try:
+        part.start().wait_ready(60)
+        with pytest.raises(ReleaseCheckError, match=f"^the candidate's server process {part.proc.pid}"):
+            read_back("candidate", part, "4-7", neuron_ls=None)
+    finally:
+        part.stop()
+    s = StandIn(Path("/unused"), None, tmp_path / "server.log", "carbon-tiny",
+                env={"NEURON_RT_VISIBLE_CORES": "4-7", "STANDIN_WORKER_CORES": "5"})
+    s.port = 0
+    real = cores.read_environ
+    try:
+        s.start().wait_ready(60)
+        members = sorted(set(group_members(s.proc.pid)) | {s.proc.pid})
+        assert len(members) == 2
+
+        def rewritten(pid):
+            if pid == members[0]:
+                raise EnvironRewritten(f"/proc/{pid}/environ: rewritten")
+            return real(pid)
+
+        monkeypatch.setattr(cores, "read_environ", rewritten)
+        records = read_back("candidate", s, "4-7", neuron_ls=None)
+        assert records[0] == {"who": "candidate", "pid": members[0], "unreadable": f"/proc/{members[0]}/environ: "
+                                                                                 "rewritten"}
+        assert [(r["who"], r["pid"], r["planned"]) for r in records[1:]] == [("candidate", members[1], "4-7")]
+        assert {"chosen_by", "preflight", "skip_efa_affinity", "libnrt"} <= set(records[1])
+    finally:
+        s.stop()
 
 
 def test_a_server_started_for_its_turn_is_warmed_running_on_every_turn_of_its_own(tmp_path):
