@@ -260,11 +260,11 @@ def test_a_compile_time_is_paired_in_the_rounds_both_sides_compiled_at_its_floor
     base, cand = side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)
     base.engines = engines({1: {"compile": "cache hit"}, 2: {"compile": "compiled", "compile_s": 1.0},
                             3: {"compile": "compiled", "compile_s": 1.0}})
-    cand.engines = engines({1: {"compile": "cache hit"}, 2: {"compile": "compiled", "compile_s": 1.5},
-                            3: {"compile": "compiled", "compile_s": 1.5}})
+    cand.engines = engines({1: {"compile": "cache hit"}, 2: {"compile": "compiled", "compile_s": 1.4},
+                            3: {"compile": "compiled", "compile_s": 1.6}})
     f = compile_figure(pair_rounds(base, cand, Tolerances(default=0.05), 0.8))
     assert f.rounds == (2, 3) and f.floor == 0.5 and f.interval_confidence == 0.8 and f.absolute == 0.5
-    assert f.interval == paired_ratio_ci([1.0, 1.0], [1.5, 1.5], 0.8)
+    assert f.interval == paired_ratio_ci([1.0, 1.0], [1.4, 1.6], 0.8) != paired_ratio_ci([1.0, 1.0], [1.4, 1.6], 0.95)
     assert f.state == "pass"  # +50% beyond 25%, but 0.5 s is not beyond the 0.5 s floor
     assert (f.decision.key, f.decision.at_pairs, f.decision.at_round) == ("engine e compile_s", 2, 3)
 
@@ -289,12 +289,16 @@ def test_a_compile_time_needs_both_sides_compiled_with_a_number_and_each_engine_
 
 def test_a_load_time_keeps_the_rounds_it_was_paired_in_and_the_checks_confidence():
     base, cand = side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)
-    base.engines, cand.engines = engines({2: {}, 3: {}}), engines({1: {}, 2: {}, 3: {}})
+    base, cand = side("baseline", [17.0] * 4), side("candidate", [17.0, 17.5, 16.8, 17.9])
+    base.engines, cand.engines = engines({2: {}, 3: {}, 4: {}}), engines({1: {}, 2: {}, 4: {}})
+    cand.engines[4]["e"]["load_s"] = 1.3
     pairing = pair_rounds(base, cand, Tolerances(default=0.05), 0.8)
     load = next(f for f in pairing.figures if f.metric == "load_s")
-    assert load.rounds == (2, 3) and load.interval_confidence == 0.8
+    assert load.rounds == (2, 4) and load.interval_confidence == 0.8
+    assert load.interval == paired_ratio_ci([1.0, 1.0], [1.0, 1.3], 0.8) != paired_ratio_ci([1.0, 1.0], [1.0, 1.3])
     tkg = next(f for f in pairing.figures if f.metric == "tkg_ms_p50")
     assert tkg.interval_confidence == 0.8 and tkg.interval == paired_ratio_ci(list(tkg.base), list(tkg.new), 0.8)
+    assert tkg.interval != paired_ratio_ci(list(tkg.base), list(tkg.new))
 
 
 def test_a_median_round_is_lower_is_better_whatever_its_benchmark_says_and_two_served_sides_pair_no_load_time():
@@ -313,6 +317,43 @@ def test_a_median_round_is_lower_is_better_whatever_its_benchmark_says_and_two_s
 def test_a_benchmark_the_baseline_lacks_in_a_round_is_left_out_with_that_tests_own_failure():
     base, cand = side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)
     base.rounds[2] = []
-    base.round_outcomes[2] = {TKG: CaseOutcome("failed", "boom"), "other": CaseOutcome("failed", "not this")}
+    base.round_outcomes[2] = {"other": CaseOutcome("failed", "not this"), TKG: CaseOutcome("failed", "boom")}
     (left,) = pair_rounds(base, cand, Tolerances(default=0.05), 0.95).left_out
     assert left == f"baseline perf round 2 did not produce {TKG} (failed: boom): its pair 2 is left out"
+    base, cand = side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)
+    cand.rounds[3] = []
+    cand.round_outcomes[3] = {"other": CaseOutcome("failed", "not this"), TKG: CaseOutcome("failed", "boom")}
+    assert pair_rounds(base, cand, Tolerances(default=0.05), 0.95).reasons == [
+        f"benchmark {TKG} was not produced by the candidate in round(s) 3 (failed: boom)"]
+
+
+CTE = "tests/perf/test_latency.py::test_cte[carbon-tiny-smoke]"
+
+
+def test_a_benchmark_or_a_figure_the_candidate_never_produced_hides_none_after_it():
+    base, cand = side("baseline", [17.0] * 3), side("candidate", [17.0] * 3)
+    for k in base.rounds:
+        base.rounds[k] = [bench(CTE, 0.02, cte_ms_p50=20.0)] + base.rounds[k]
+        base.rounds[k][1].figures["cte_ms_p50"] = 3.0
+    pairing = pair_rounds(base, cand, Tolerances(default=0.05), 0.95)
+    assert pairing.reasons[0].startswith(f"benchmark {CTE} was not produced by the candidate in round(s) 1, 2, 3")
+    assert {(f.benchmark, f.metric) for f in pairing.figures} >= {(TKG, "tkg_ms_p50"), (TKG, "median_s")}
+    assert (TKG, "cte_ms_p50") not in {(f.benchmark, f.metric) for f in pairing.figures}
+
+
+def test_every_stack_specific_figure_of_a_benchmark_is_named_across_stacks():
+    base = side("baseline", [17.0] * 2, backend="neuron")
+    cand = side("candidate", [17.0] * 2, backend="hf")
+    assert pair_rounds(base, cand, Tolerances(default=0.05), 0.95).not_measured[0] == (
+        f"{TKG}: tkg_ms_p50, tkg_roofline_fraction are each stack's own (neuron / hf): shown in each side's benchmark "
+        "JSON, not paired")
+
+
+def test_a_compile_time_needs_the_word_compiled_on_both_sides_whatever_numbers_they_hold():
+    base, cand = side("baseline", [17.0] * 2), side("candidate", [17.0] * 2)
+    base.engines = {k: {"c": {"load_s": 1.0, "compile": "cache hit", "compile_s": 3.0},
+                        "d": {"load_s": 1.0, "compile": "cache hit"}} for k in (1, 2)}
+    cand.engines = {k: {"c": {"load_s": 1.0, "compile": "compiled", "compile_s": 4.0},
+                        "d": {"load_s": 1.0, "compile": "compiled", "compile_s": 4.0}} for k in (1, 2)}
+    pairing = pair_rounds(base, cand, Tolerances(default=0.05), 0.95)
+    assert not any(f.metric == "compile_s" for f in pairing.figures) and len(pairing.not_measured) == 2
