@@ -140,3 +140,22 @@ def test_a_finding_without_a_position_names_its_prompt_only():
 def test_a_prompts_rows_are_read_from_their_first_position():
     prompt = {"sequences": {"own": {"from": 5, "rows": [[1, -0.5, [[1, -0.5]]], [2, -0.25, [[2, -0.25]]]]}}}
     assert [(pos, r.token, r.logprob) for pos, r in iter_rows(prompt, "own")] == [(5, 1, -0.5), (6, 2, -0.25)]
+
+
+def test_a_criterion_writes_its_tier_factors_as_an_object_and_an_ungated_bias_bound_as_null():
+    import json
+
+    data = json.loads(json.dumps(CRIT.to_dict()))
+    assert data["tier_factor"] == {"5": 1.9, "50": 2.2, "1000": 2.0, "all": 1.8}
+    assert data["bias_t"] is None and data["pad_factor"] == 3.0 and data["dtype"] == "bf16"
+    assert replace(CRIT, bias_t=2.5).to_dict()["bias_t"] == 2.5
+
+
+def test_a_padded_row_exactly_at_its_bound_passes_and_rows_of_none_keep_their_name():
+    ref = row(REFERENCE)
+    rows = [("p", 3, row(REFERENCE, shift=0.5), ref, ref, row(REFERENCE, shift=0.25))]  # 0.5 over 0.25: exactly 2
+    at_bound = padded_spread(rows, replace(CRIT, pad_factor=2.0))
+    assert at_bound.ratio == 2.0 and at_bound.findings == []
+    assert [f.criterion for f in padded_spread(rows, replace(CRIT, pad_factor=1.99)).findings] == [
+        "padded-row log-probs (cut)"]
+    assert padded_spread([], CRIT, "batched-row log-probs (own)").what == "batched-row log-probs (own)"
