@@ -145,7 +145,12 @@ def test_a_prompts_rows_are_read_from_their_first_position():
 def test_a_criterion_writes_its_tier_factors_as_an_object_and_an_ungated_bias_bound_as_null():
     import json
 
+    from dataclasses import fields
+
+    from harness.analysis.threeway import Criterion
+
     data = json.loads(json.dumps(CRIT.to_dict()))
+    assert set(data) == {f.name for f in fields(Criterion)}  # its own fields, no other key
     assert data["tier_factor"] == {"5": 1.9, "50": 2.2, "1000": 2.0, "all": 1.8}
     assert data["bias_t"] is None and data["pad_factor"] == 3.0 and data["dtype"] == "bf16"
     assert replace(CRIT, bias_t=2.5).to_dict()["bias_t"] == 2.5
