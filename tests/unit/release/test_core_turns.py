@@ -177,6 +177,7 @@ def test_neuron_ls_sees_each_server_process_where_the_runtime_put_it(tmp_path, r
             records = read_back("candidate", s, "4-7", neuron_ls=neuron_ls(tmp_path))
             seen = [r["neuron_ls"] for r in records if "neuron_ls" in r]
             assert seen == [{"device": 1, "pid": s.proc.pid, "neuroncore_ids": [4, 5, 6, 7]}]
+            assert {r["who"] for r in records} == {"candidate"}  # neuron-ls's records name the side too
         else:
             with pytest.raises(ReleaseCheckError, match=re.escape(problem)):
                 read_back("candidate", s, "4-7", neuron_ls=neuron_ls(tmp_path))
