@@ -72,6 +72,7 @@ def test_the_reports_table_has_one_row_per_side_and_kind_with_each_figure_and_it
     assert lines[4].startswith("| side | dtype | yardstick | sequence | positions | σ ratio | signed t (top-1 / margin) "
                                "| largest per position | top-5 | top-50 | top-1000 | all | top-1 | near-tie | FNS σ "
                                "ratio | |")
+    assert lines[5] == "|---" * 16 + "|"
     rows = [line for line in lines if line.startswith(("| baseline (", "| candidate ("))]
     assert len(rows) == 6
     for side in result.sides:
