@@ -288,3 +288,15 @@ def test_the_sides_greedy_divergences_are_shown_where_both_sides_ran():
     assert "Greedy tokens identical between the sides on 1 of 2 prompts." in result.markdown()
     alone = judge_contract({"candidate": cand}, {"candidate": EXPECTED}, load_tolerances())
     assert alone.divergences == [] and alone.identical == 0
+
+
+def test_the_legs_note_names_each_sides_dtype_a_prompt_one_side_lacks_hides_none_and_no_side_compares_nothing():
+    result = both()
+    assert any(n.startswith("contract legs: baseline bf16, candidate bf16;") for n in result.notes)
+    cand = copy.deepcopy(SIDE)
+    cand["prompts"] = cand["prompts"][1:]  # the baseline's first prompt is not the candidate's
+    cand["prompts"][0]["greedy"][2] += 1
+    out, same = between(SIDE, cand)
+    assert same == 0 and [(d.prompt, d.position) for d in out] == [("cpg_island", 2)]
+    empty = judge_contract({}, {}, load_tolerances())
+    assert (empty.prompts, empty.reasons, empty.sides) == (0, [], [])
