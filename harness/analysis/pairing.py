@@ -34,7 +34,10 @@ FLOORS = {"ms": 0.05, "s": 0.5}
 
 
 def floor_of(metric: str) -> float | None:
-    if metric.endswith("_s") or metric == "median_s":
+    """A time's floor in its own unit; a rate (``tokens_per_s``, ``kbp_per_s``) is no time and has none."""
+    if metric.endswith("_per_s"):
+        return None
+    if metric.endswith("_s"):
         return FLOORS["s"] if metric in ENGINE_TIMES else FLOORS["ms"] / 1000.0
     if "_ms" in metric:
         return FLOORS["ms"]

@@ -34,6 +34,8 @@ def figure(base, new, direction="max", **kw) -> FigureChange:
 @pytest.mark.parametrize("metric, floor", [
     ("compile_s", 0.5), ("load_s", 0.5), ("median_s", 0.05 / 1000.0), ("vllm_start_s", 0.05 / 1000.0),
     ("tkg_ms_p50", 0.05), ("median_e2el_ms", 0.05), ("tkg_roofline_fraction", None), ("top1_agreement", None),
+    # a rate is no time: verdict.json once showed tokens_per_s with the seconds' floor (5e-5)
+    ("tokens_per_s", None), ("kbp_per_s", None), ("scored_kbp_per_s", None),
 ])
 def test_each_figure_has_the_floor_of_its_unit(metric, floor):
     assert floor_of(metric) == floor
