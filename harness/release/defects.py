@@ -62,10 +62,9 @@ MISSES = {
     "softmax-bf16-fp32": "inert in fp32 (the plant rounds bf16 attention only): a correct fp32 case",
     # a decode kernel that keeps RMSNorm's statistics in bf16 (transformers upcasts to fp32): a bf16-only
     # regression the fp32 leg cannot see; the signed bias is the criterion meant for it (issue 56)
-    "rmsnorm-bf16-decode": "at the bf16 leg's edge: on carbon-tiny (2026-11-28) sigma ratio 1.44 against 1.5 and "
-                           "signed t -1.24 against 2.5; it fails by padded rows alone (3.23 > 2.7); issue 56's "
-                           "review read signed t -3.3 on carbon-tiny-trained, not yet run in the zoo: recorded, "
-                           "not required",
+    "rmsnorm-bf16-decode": "on carbon-tiny-trained (2026-11-28) it fails the bf16 leg by a margin: signed t +3.44 "
+                           "against 2.5 (cut), top-1000 tier 4.39 against 2; on carbon-tiny (flat) only its padded "
+                           "rows fail (3.23 > 2.7; sigma 1.44, t -1.24): recorded, not required on every checkpoint",
     "rmsnorm-bf16-decode-fp32": "inert in fp32 (the plant acts on bf16 hidden states only): a correct fp32 case",
 }
 
