@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from harness.backends.hf import HFEngine
 from harness.carbon.variants import FIXTURE_DIR, read_fasta, read_variants
 from harness.core.spec import RunShape
+
+# Hypothesis profiles: "ci" is derandomized and bounded so CI is reproducible and fast; "dev" explores more (random
+# draws). Pick with HYPOTHESIS_PROFILE (default: ci when CI is set, else dev). Neither has a deadline: a property's
+# draw timed on a loaded runner is no property (a targeted run once failed a 200 ms default at load 14).
+settings.register_profile("ci", derandomize=True, max_examples=150, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=300, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
 @pytest.fixture(scope="session")
