@@ -352,7 +352,8 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
                  side.findings[0] if side.findings else None)
         shown = f"{f.criterion}: {f.prompt}, {'-' if f.position is None else f.position}" if f else "-"
         if f and f.criterion.startswith("signed bias ("):  # its figure and bound: the table has no column for it
-            t = max((b["t"] for b in by_kind[f.criterion[13:-1]].bias.values()), key=abs)
+            kind = f.criterion.removeprefix("signed bias (").removesuffix(")")
+            t = max((b["t"] for b in by_kind[kind].bias.values()), key=abs)
             shown += f" (t {t:+.3g}, bound ±{side.criterion.bias_t:g})"
         agree = f"{sum(s.top1_agree for s in side.spreads)} / {sum(s.top1_checked for s in side.spreads)}"
         lines.append(f"{head} {sigma} | {local:.3g} | {padded} | {tiers:.3g} | {fns} | {agree} | {r['exit']} | "
