@@ -12,9 +12,13 @@ the generated mutants less those marked equivalent; a mutant no selected test re
 survivor, not left out.
 
     python -m tests.mutation.generated [--module harness/core/stats.py ...] [--out DIR] [--floor 0.85]
+    python -m tests.mutation.generated --merge DIR1/mutation.json DIR2/mutation.json ... --out DIR
 
-Writes ``DIR/mutation.json`` and ``DIR/mutation.md``; exit 0 when every module run is at the floor or above,
-1 when one is below it, 2 when mutmut could not run a module (its log is named).
+Writes ``DIR/mutation.json`` and ``DIR/mutation.md`` (one row per module, each with the commit of the checkout
+it ran on, "+modified" where tracked files differed from it); exit 0 when every module run is at the floor or
+above, 1 when one is below it, 2 when mutmut could not run a module (its log is named). ``--merge`` writes one
+report from several runs' ``mutation.json`` (modules run one at a time, or on several days): a module found in
+more than one keeps its last run, in the order given.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.core.storage import atomic_write_text
+
 REPO = Path(__file__).resolve().parents[2]
 EQUIVALENT = Path(__file__).with_name("equivalent.toml")
 FLOOR = 0.85
@@ -45,8 +51,11 @@ MODULES: dict[str, tuple[str, ...]] = {
     "harness/analysis/pairing.py": (A + "test_pairing.py", A + "test_pairing_figures.py", A + "test_verdict.py"),
     "harness/analysis/verdict.py": (A + "test_verdict.py", A + "test_verdict_report.py"),
     "harness/analysis/contract.py": (A + "test_contract.py", A + "test_contract_report.py", A + "test_tolerances.py",
-                                     A + "test_side_rows.py"),
+                                     A + "test_side_rows.py", A + "test_contract_judgement.py",
+                                     A + "test_contract_verdict.py", A + "test_signed_bias_gate.py"),
     "harness/analysis/threeway.py": (A + "test_threeway.py", A + "test_threeway_floors.py", A + "test_threeway_report.py",
+                                     A + "test_threeway_bounds.py", A + "test_threeway_gaps.py",
+                                     A + "test_signed_bias_gate.py", A + "test_contract_verdict.py",
                                      A + "test_contract.py"),
     "harness/analysis/side_checks.py": (A + "test_side_checks.py",),  # test_contract's 3x slower, nothing more here
     "harness/analysis/side_rows.py": (A + "test_side_rows.py", A + "test_contract.py"),
@@ -90,6 +99,7 @@ class ModuleResult:
     equivalent: list[dict[str, str]] = field(default_factory=list)  # name, why, diff
     seconds: float = 0.0
     error: str = ""
+    commit: str = ""  # the checkout's HEAD when it ran ("+modified": tracked files differed from it)
 
     @property
     def killed(self) -> int:
@@ -106,6 +116,40 @@ class ModuleResult:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "killed": self.killed, "counted": self.counted, "rate": self.rate}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModuleResult:
+        """A module's result as ``to_dict`` wrote it (its derived killed, counted and rate recomputed)."""
+        fields = {"module", "tests", "statuses", "survivors", "equivalent", "seconds", "error", "commit"}
+        missing = {"module", "tests", "statuses"} - set(data)
+        if missing:
+            raise ValueError(f"a module's result needs {sorted(missing)}; got {sorted(data)}")
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+def checkout_commit(repo: Path = REPO) -> str:
+    """The checkout's HEAD, with "+modified" where a tracked file differs from it (what the mutants ran on)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True)
+    if head.returncode != 0:
+        return "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True,
+                           text=True).stdout.strip()
+    return head.stdout.strip() + ("+modified" if dirty else "")
+
+
+def merge(paths: list[Path]) -> list[ModuleResult]:
+    """Several runs' ``mutation.json`` as one list: a module run more than once keeps its last run (in the
+    order given), in the order each was first seen."""
+    out: dict[str, ModuleResult] = {}
+    for path in paths:
+        try:
+            modules = json.loads(Path(path).read_text())["modules"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"mutation: {path}: not a report's mutation.json ({type(exc).__name__}: {exc})")
+        for data in modules:
+            result = ModuleResult.from_dict(data)
+            out[result.module] = result
+    return list(out.values())
 
 
 class EquivalentError(ValueError):
@@ -174,7 +218,7 @@ def mutmut_command() -> list[str]:
 
 def run_module(module: str, tests: tuple[str, ...], equivalent: list[Equivalent], logs: Path,
                timeout: float) -> ModuleResult:
-    result = ModuleResult(module, list(tests))
+    result = ModuleResult(module, list(tests), commit=checkout_commit())
     t0 = time.perf_counter()
     mutmut = mutmut_command()
     log = logs / (module.replace("/", "_").removesuffix(".py") + ".log")
@@ -208,13 +252,14 @@ def run_module(module: str, tests: tuple[str, ...], equivalent: list[Equivalent]
 def markdown(results: list[ModuleResult], floor: float) -> str:
     lines = ["# Generated mutants (mutmut)", "",
              f"Kill rate = killed / (generated - marked equivalent); floor {100 * floor:.0f}% per module.", "",
-             "| module | generated | killed | survived | equivalent | kill rate | floor | seconds |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| module | generated | killed | survived | equivalent | kill rate | floor | seconds | commit |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         rate = "-" if r.rate is None else f"{100 * r.rate:.1f}%"
         ok = "error" if r.error else ("yes" if r.rate is not None and r.rate >= floor else "no")
+        commit = r.commit[:12] + ("+modified" if r.commit.endswith("+modified") else "") if r.commit else "-"
         lines.append(f"| `{r.module}` | {len(r.statuses)} | {r.killed} | {len(r.survivors)} | {len(r.equivalent)} | "
-                     f"{rate} | {ok} | {r.seconds:g} |")
+                     f"{rate} | {ok} | {r.seconds:g} | {commit} |")
     for r in results:
         if r.error:
             lines += ["", f"**{r.module}**: {r.error}"]
@@ -235,7 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=REPO / ".nox" / "mutation", help="where the report goes")
     p.add_argument("--floor", type=float, default=FLOOR, help="the kill rate each module must reach")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds one module's mutmut run may take")
+    p.add_argument("--merge", nargs="+", type=Path, metavar="JSON",
+                   help="write one report from these runs' mutation.json instead of running mutmut")
     args = p.parse_args(argv)
+    if args.merge:
+        if args.module:
+            p.error("--merge reads finished runs: it takes no --module")
+        results = merge(args.merge)
+        write_report(args.out, results, args.floor)
+        print(f"mutation: {len(results)} modules from {len(args.merge)} runs; report in {args.out / 'mutation.md'}")
+        return verdict(results, args.floor)
     equivalent = load_equivalent()
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
@@ -247,13 +301,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutation: {module}: {r.killed} of {r.counted} killed ({rate}), {len(r.survivors)} survivors, "
               f"{len(r.equivalent)} marked equivalent, {r.seconds:g} s" + (f"; {r.error}" if r.error else ""),
               flush=True)
-        summary = {"floor": args.floor, "modules": [x.to_dict() for x in results]}
-        (args.out / "mutation.json").write_text(json.dumps(summary, indent=2) + "\n")  # after each module
-        (args.out / "mutation.md").write_text(markdown(results, args.floor))
+        write_report(args.out, results, args.floor)  # after each module
     print(f"mutation: report in {args.out / 'mutation.md'}")
+    return verdict(results, args.floor)
+
+
+def write_report(out: Path, results: list[ModuleResult], floor: float) -> None:
+    summary = {"floor": floor, "modules": [x.to_dict() for x in results]}
+    atomic_write_text(out / "mutation.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(out / "mutation.md", markdown(results, floor))
+
+
+def verdict(results: list[ModuleResult], floor: float) -> int:
     if any(r.error for r in results):
         return 2
-    return 0 if all(r.rate is not None and r.rate >= args.floor for r in results) else 1
+    return 0 if all(r.rate is not None and r.rate >= floor for r in results) else 1
 
 
 if __name__ == "__main__":
