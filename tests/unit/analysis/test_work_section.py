@@ -386,3 +386,16 @@ def test_ops_renamed_at_the_same_count_with_no_python_calls_are_the_same_work_an
     moved = work_section(served_counts("b", {}), served_counts("c", {"engine_steps": 130.0, "preemptions": 1.0}))
     assert moved.notes == [f"`{E2E}`'s server work per batch moved: +2 engine_steps/batch (128 -> 130); "
                            "+1 preemptions/batch (0 -> 1)"]
+
+
+def test_a_served_candidate_whose_counts_were_lost_gets_a_note_naming_the_benchmark_not_a_pass():
+    """The issue's case on a served side: the candidate's batch ran and was timed, but its server's counts were
+    lost (no ``server_work``): never a silent pass of the gate."""
+    new = SideReport("candidate")
+    new.rounds = {1: [BenchResult(E2E, "e2e-smoke", {}, 0.9)], 2: [BenchResult(E2E, "e2e-smoke", {}, 0.9)]}
+    found = work_section(served_side("baseline", 128, 128), new, gate_pct=2.0)
+    assert found.reasons == [] and found.served == []
+    assert found.notes == [f"`{E2E}`'s server work per batch was counted on the baseline only: the candidate's rounds "
+                           "carry no counts of it (not gated: --gate-work needs both sides' counts)",
+                           "--gate-work 2% gated nothing: no benchmark's work was counted on both sides"]
+    assert f"- {found.notes[0]}" in found.markdown()
