@@ -1,7 +1,7 @@
 """``carbon-harness history add | changes | gate | site``: the store's commands. Every one takes
 ``--store URL`` (else ``$CARBON_HARNESS_HISTORY``, else the cache's SQLite file). Exit codes as
-``compare``: 0 fine, 1 a regression (a change point among the newest runs; a figure outside its
-history), 2 bad input or a store that cannot be reached, with one line naming it."""
+``compare``: 0 fine, 1 a regression (a change point among the newest runs; a trend across releases; a figure
+outside its history), 2 bad input or a store that cannot be reached, with one line naming it."""
 
 from __future__ import annotations
 
@@ -47,18 +47,29 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from harness.history.changes import find_changes
     from harness.history.store import SERIES_COLUMNS
 
+    from harness.history.trend import MIN_RELEASES, find_trends
+
     pts, _ = store_points(args.store)
     changes = find_changes(pts, args.order, args.max_pvalue, args.figure)
     regressions = [c for c in changes if c.regression and c.newest]
+    # a drift across releases: only in release order (a series of one release has no release trend)
+    trends = find_trends(pts, args.max_pvalue, args.figure) if args.order == "release" else []
+    worse = [t for t in trends if t.regression]
     if args.json:
         print(json.dumps({"order": args.order, "max_pvalue": args.max_pvalue, "changes": [c.to_dict() for c in changes],
-                          "newest_regressions": len(regressions)}, indent=2))
+                          "newest_regressions": len(regressions), "trends": [t.to_dict() for t in trends],
+                          "regression_trends": len(worse)}, indent=2))
     else:
         series = len({tuple(p[k] for k in SERIES_COLUMNS) for p in pts if args.figure in (None, p["figure"])})
         print(f"{len(changes)} change points in {series} series ({len(regressions)} regressions in the newest runs)")
         for c in changes:
             print(("! " if c.regression and c.newest else "  ") + c.describe())
-    return 1 if regressions else 0
+        if args.order == "release":
+            print(f"{len(trends)} trends across releases ({len(worse)} regressions; series of at least {MIN_RELEASES} "
+                  "releases tested)")
+            for t in trends:
+                print(("! " if t.regression else "  ") + t.describe())
+    return 1 if regressions or worse else 0
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -125,7 +136,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     common(q, changes=False)
     q.set_defaults(func=run_cmd(cmd_add))
 
-    q = hsub.add_parser("changes", help="Otava's change points per series; exit 1 on a regression in the newest runs")
+    q = hsub.add_parser("changes", help="Otava's change points per series (with --order release, each series' trend "
+                        "across releases too); exit 1 on a regression in the newest runs or a regression trend")
     common(q)
     q.add_argument("--figure", help="only this figure's series (e.g. tkg_ms_p50)")
     q.add_argument("--json", action="store_true")
