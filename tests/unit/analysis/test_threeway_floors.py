@@ -134,3 +134,16 @@ def test_a_padded_row_off_where_the_yardstick_is_exact_still_fails_there():
 def test_padded_rows_of_a_yardstick_exact_everywhere_are_floored_by_sigma_floor():
     found = padded_spread([(n, p, pad, un, r, moved(0.0)) for n, p, pad, un, r, _ in padded_rows({}, None)], CRIT)
     assert found.ratio == pytest.approx(1e-3 / CRIT.sigma_floor) and len(found.findings) == 1
+
+
+def test_a_position_where_the_yardstick_rounds_more_than_its_pooled_sigma_is_held_to_its_own_rounding_there():
+    """The yardstick 5x noisier at position 37 than elsewhere, the target as noisy there as it: that position's
+    ratio is 5e-3 over the yardstick's own 5e-3 (1), not over the pooled sigma (about 1.5e-3: a ratio of 3.4 past
+    the per-position bound 3, a false FAIL of a correct stack)."""
+    a = Aligned("own")
+    for k in range(N):
+        shift = 5e-3 if k == 7 else 1e-3
+        a.rows.append(("balanced", 30 + k, moved(shift, k), moved(0.0), moved(shift, k + 1)))
+    found = spread(a, CRIT, TIE)
+    assert found.findings == [] and found.position_ratio == pytest.approx(1.0)
+    assert found.sigma_yardstick == pytest.approx(((19 * 1e-6 + 25e-6) / 20) ** 0.5)

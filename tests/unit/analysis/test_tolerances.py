@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 
 import pytest
 
@@ -103,7 +104,8 @@ def test_an_unknown_key_is_refused_naming_it(tmp_path, key):
 @pytest.mark.parametrize("bad", [0, -1.0, "2.7", True, float("inf")])
 def test_a_value_that_is_no_positive_number_is_refused_naming_its_field(tmp_path, key, bad):
     path, _ = distinct_file(tmp_path, lambda d: d["bf16"].__setitem__(key, bad))
-    with pytest.raises(ContractError, match=rf"bf16\.{key} must be a positive number, got {repr(bad)[:4]}"):
+    with pytest.raises(ContractError, match=rf"^{re.escape(str(path))}: bf16\.{key} must be a positive number, got "
+                                            rf"{repr(bad)[:4]}"):  # the file named first: which of several it is
         load_tolerances(path)
 
 

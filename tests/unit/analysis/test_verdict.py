@@ -353,3 +353,17 @@ def test_a_failed_perf_round_is_that_rounds_problem_not_the_sides():
     assert cannot_run(base) == []
     base.outcomes["tests/compat/test_neuron.py::test_x"] = CaseOutcome("error", error)
     assert cannot_run(base)[0].startswith("the installed NxDI build cannot generate")
+
+
+def test_a_figure_decided_at_the_last_look_is_decided_at_the_last_round_either_side_ran():
+    """Looks at 3 and 5 pairs; the candidate's round 5 left nothing (and no record of running it), the baseline's
+    did: the figure, open at 3 pairs, gets its last look with its 4 pairs after round 5, the last round the check
+    ran, and verdict.json says so (not round 4, the last the candidate has)."""
+    base = side("baseline", [17.0] * 5)
+    cand = side("candidate", [17.0 * float(np.exp(x)) for x in (0.1, -0.1, 0.1, 0.0, 0.0)])
+    del cand.rounds[5], cand.engines[5]
+    verdict = decide(base, cand, design=Design(min_pairs=3, max_pairs=5, step=2))
+    tkg = next(f for f in verdict.figures if f.metric == "tkg_ms_p50")
+    assert tkg.rounds == (1, 2, 3, 4) and tkg.decision.looks == [3, 4]
+    assert (tkg.decision.state, tkg.decision.at_pairs, tkg.decision.at_round) == ("pass", 4, 5)
+    assert tkg.to_dict()["decision"]["at_round"] == 5
