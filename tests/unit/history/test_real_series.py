@@ -147,3 +147,114 @@ def test_the_summary_the_docs_quote_is_these_runs():
     readings = [bandwidth(p) for p in every]
     assert (round(min(readings), 1), round(max(readings))) == (summary["bandwidth_gbps"]["low"]["value"],
                                                              summary["bandwidth_gbps"]["high"]["value"])
+
+
+# The quiet series (fixtures/history/quiet): the same job made on this box with nothing else running (2026-11-29,
+# load average 0.6-1.7; each run's carbon_harness.load), by tests/unit/history/make_quiet_fixtures.py from the
+# coordinator's runs. A/A, a step of COUNT 30,000 from run 11 of 20, and five releases each a spin of 3% of the
+# fastest TKG round slower than the one before, six runs each, interleaved (one run of each release in turn).
+QUIET = FIXTURES_DIR / "history" / "quiet"
+QUIET_SUMMARY = json.loads((QUIET / "summary.json").read_text())
+
+
+def quiet(kind: str, releases: int = 5) -> list[Path]:
+    return sorted(p for p in (QUIET / kind).glob("*.json") if kind != "drift" or int(p.name[3]) < releases)
+
+
+def trends_of(url: str, figure_name: str | None = None):
+    from harness.history.trend import find_trends
+
+    with connected(url) as conn:
+        return find_trends(points(conn), MAX_PVALUE, figure_name)
+
+
+def as_releases(paths: list[Path], out: Path, per: int) -> list[Path]:
+    """The runs in their order as releases of ``per`` runs each (NxDI 0.8.0, 0.9.0, ...), every figure as run."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i, p in enumerate(paths):
+        data = json.loads(p.read_text())
+        data["carbon_harness"]["versions"]["neuronx-distributed-inference"] = f"0.{8 + i // per}.0"
+        written.append(out / p.name)
+        written[-1].write_text(json.dumps(data))
+    return written
+
+
+def test_the_quiet_fixtures_are_the_runs_the_docs_describe():
+    assert (len(quiet("aa")), len(quiet("step")), len(quiet("drift")), len(quiet("drift", 4))) == (20, 20, 30, 24)
+    for p in quiet("aa") + quiet("step") + quiet("drift"):
+        data = json.loads(p.read_text())
+        assert {b["options"]["timer"] for b in data["benchmarks"]} == {"process_time"}, p
+        assert data["carbon_harness"]["load"]["loadavg"][0] < 2, p  # nothing else ran (but see the step's)
+        planted = data["carbon_harness"].get("planted")
+        if "step" in p.parts:
+            assert (planted is not None) == (int(p.stem[4:]) >= 11), p
+        if "drift" in p.parts:
+            k = int(p.name[3])
+            assert planted.startswith(f"release {k}: ") and data["carbon_harness"]["versions"][
+                "neuronx-distributed-inference"] == f"0.{8 + k}.0", p
+    # the harness's own load reading: five of the step's runs had another process beside them (0.5-1 CPU)
+    loaded = [int(p.stem[4:]) for p in quiet("step") if json.loads(p.read_text())["carbon_harness"]["load"]["loaded"]]
+    assert loaded == [7, 8, 11, 16, 17]
+    assert not any(json.loads(p.read_text())["carbon_harness"]["load"]["loaded"] for p in quiet("aa") + quiet("drift"))
+
+
+def test_quiet_aa_no_change_in_any_tkg_figure_and_no_trend_across_releases(sqlite_url, tmp_path):
+    """20 runs of the same code: no change point in a TKG figure. One in ``cte_ms_min``, an improvement at run 9
+    (the prefill's fastest of 15 rounds 6% quicker from there on: the quiet box's own level moving). Read as five
+    releases of four runs in their order, no trend in any figure."""
+    add(sqlite_url, quiet("aa"))
+    found = changes_of(sqlite_url)
+    assert not [c for c in found if c.series["figure"].startswith("tkg_")], "\n".join(c.describe() for c in found)
+    (c,) = found
+    assert (c.series["figure"], c.index, c.regression) == ("cte_ms_min", 9, False)
+    assert round(100 * c.change, 1) == QUIET_SUMMARY["aa"]["cte_change"]["value"]
+    assert round(100 * noise(quiet("aa"), CHOSEN), 1) == QUIET_SUMMARY["aa"]["tkg_ms_min_noise"]["value"]
+    url = sqlite_url.replace("history.sqlite", "aa-releases.sqlite")
+    add(url, as_releases(quiet("aa"), tmp_path / "aa", 4))
+    assert trends_of(url) == []
+
+
+def test_quiet_step_from_run_11_is_found_at_run_11_with_the_planted_size_inside_its_interval(sqlite_url, capsys):
+    """The spin adds 30,000 x 9.2 us = 0.28 ms of CPU to every TKG step, 11% of the runs before it."""
+    paths = quiet("step")
+    nominal = 30000 / 1000 * SPIN_MS_PER_1000 / statistics.mean(map(figure, paths[:10]))
+    add(sqlite_url, paths)
+    (c,) = [c for c in changes_of(sqlite_url, figure_name=CHOSEN) if c.series["benchmark"].endswith(TKG)]
+    assert (c.index, c.runs, c.regression) == (11, 20, True)
+    assert c.low <= nominal <= c.high and c.low <= 0.10 <= c.high and c.low > 0, (nominal, c.describe())
+    step = QUIET_SUMMARY["step"]
+    assert [round(100 * x, 1) for x in (c.change, c.low, c.high)] == [step[k]["value"] for k in ("change", "low", "high")]
+    assert round(100 * nominal, 1) == step["nominal"]["value"]
+    assert [c.series["figure"] for c in changes_of(sqlite_url) if c.series["benchmark"].endswith(TKG)] == [CHOSEN]
+    assert main(["history", "changes", "--store", sqlite_url, "--figure", CHOSEN]) == 0  # not among the newest
+    assert "tkg_ms_min +14.5% [+7.2%, +21.9%] REGRESSION at run 11 of 20" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("releases", [4, 5])
+def test_quiet_drift_of_three_percent_a_release_is_a_trend_by_the_fourth_release(store_url, capsys, releases):
+    """By the 4th release (24 runs) and with all five (30), ordered by release: a regression trend of
+    ``tkg_ms_min`` with 3% a release inside its interval, on SQLite and PostgreSQL alike; exit 1."""
+    add(store_url, quiet("drift", releases))
+    (t,) = trends_of(store_url, CHOSEN)
+    assert t.series["benchmark"].endswith(TKG) and t.regression and len(t.releases) == releases and t.exact
+    assert t.releases[0].startswith("neuronx-distributed-inference=0.8.0") and t.pvalue < MAX_PVALUE
+    assert t.low <= 0.03 <= t.high and t.low > 0
+    held = QUIET_SUMMARY["drift"][f"releases{releases}"]
+    assert [round(100 * x, 1) for x in (t.per_release, t.low, t.high)] == [held[k]["value"] for k in
+                                                                            ("per_release", "low", "high")]
+    assert f"{t.pvalue:.2g}" == held["p"]
+    assert [round(x, 2) for x in (t.first, t.last)] == [held["first"]["value"], held["last"]["value"]]
+    # Otava finds a step in it as well, ordered by release (inside release 2's runs by the 4th, at release 3's first
+    # with all five), not among the newest runs
+    (c,) = changes_of(store_url, "release", CHOSEN)
+    assert (c.index, c.regression, c.newest) == (held["change_run"], True, False)
+    assert [round(100 * x, 1) for x in (c.change, c.low, c.high)] == [held[k]["value"] for k in
+                                                                      ("change", "change_low", "change_high")]
+    capsys.readouterr()
+    assert main(["history", "changes", "--store", store_url, "--order", "release", "--figure", CHOSEN, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["regression_trends"] == 1 and doc["trends"][0]["series"]["figure"] == CHOSEN
+    # ordered by time (the runs were interleaved) there is no release trend to test, and no change point in TKG
+    assert main(["history", "changes", "--store", store_url, "--figure", CHOSEN]) == 0
+    assert "trends across releases" not in capsys.readouterr().out
