@@ -168,6 +168,7 @@ def serving(session: nox.Session) -> None:
     # server is the one the served-scoring tests start: one start for both)
     session.run("pytest", "-m", "serving or perf", "tests/serving", "tests/perf/test_scoring.py",
                 "tests/unit/core/test_vllm_neuron.py", "tests/unit/core/test_vllm_neuron_preflight.py",
+                "tests/unit/release/test_edge_plants.py",  # the MLP plant on vLLM's real LlamaMLP (issue 56)
                 "--carbon-backend",
                 "openai", "--carbon-serve", "vllm", SUITE_RUNS, f"--benchmark-json={out}", *session.posargs)
     session.log(f"serving benchmarks (vLLM metric names in extra_info): {out}")
