@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from functools import lru_cache
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np

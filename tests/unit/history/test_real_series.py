@@ -225,7 +225,8 @@ def test_quiet_step_from_run_11_is_found_at_run_11_with_the_planted_size_inside_
     assert (c.index, c.runs, c.regression) == (11, 20, True)
     assert c.low <= nominal <= c.high and c.low <= 0.10 <= c.high and c.low > 0, (nominal, c.describe())
     step = QUIET_SUMMARY["step"]
-    assert [round(100 * x, 1) for x in (c.change, c.low, c.high)] == [step[k]["value"] for k in ("change", "low", "high")]
+    assert [round(100 * x, 1) for x in (c.change, c.low, c.high)] == [step[k]["value"]
+                                                                      for k in ("change", "low", "high")]
     assert round(100 * nominal, 1) == step["nominal"]["value"]
     assert [c.series["figure"] for c in changes_of(sqlite_url) if c.series["benchmark"].endswith(TKG)] == [CHOSEN]
     assert main(["history", "changes", "--store", sqlite_url, "--figure", CHOSEN]) == 0  # not among the newest
