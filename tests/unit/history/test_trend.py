@@ -19,7 +19,7 @@ from tests.unit.history.needs import require
 require()
 
 from harness.history.changes import MAX_PVALUE  # noqa: E402
-from harness.history.trend import (MIN_RELEASES, concordance_counts, critical_s, exact_tail, find_trends,  # noqa: E402
+from harness.history.trend import (EXACT_RUNS, MIN_RELEASES, concordance_counts, critical_s, exact_tail, find_trends,  # noqa: E402
                                    kendall_s, release_trend, s_variance)
 
 KEY = ("tkg_ms_min", "b", "m", "s", "hf", "fp32", "cpu", "cpu")
@@ -143,6 +143,15 @@ def test_the_interval_excludes_zero_exactly_as_the_test_rejects(seed, n_releases
     t = trend_of(this_boxs_runs(rng, releases.size) * (1 + drift) ** releases, releases)
     assert (t.pvalue < MAX_PVALUE) == (t.low > 0 or t.high < 0)
     assert t.low <= t.per_release <= t.high and 0 < t.pvalue <= 1
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_beyond_the_exact_runs_the_normal_test_and_its_interval_agree_too(seed):
+    rng = np.random.default_rng(seed)
+    releases = np.repeat(np.arange(5), EXACT_RUNS // 5 + 1)
+    t = trend_of(this_boxs_runs(rng, releases.size) * (1 + 0.004 * (seed % 4)) ** releases, releases)
+    assert t.exact is False and (t.pvalue < MAX_PVALUE) == (t.low > 0 or t.high < 0)
+    assert t.low <= t.per_release <= t.high
 
 
 @pytest.mark.parametrize("n_releases", [1, 2])
