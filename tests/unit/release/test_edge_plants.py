@@ -176,6 +176,7 @@ def test_the_transformers_hook_scales_only_its_layers_mlp_output(tmp_path):
     assert printed == ["True False" if i == PLANT_LAYER else "False True" for i in range(3)], printed
 
 
+@pytest.mark.extended  # the hooks' wrapping is shown above in CI; this is the probe, four fresh processes
 @pytest.mark.parametrize("defect", LAYER_PLANTS)
 def test_the_transformers_plant_changes_the_logits_from_the_prefill_on(tmp_path, defect):
     """The plant probe (a real transformers Llama, prefill then decode): every step's logits change, the prefill's
