@@ -130,6 +130,15 @@ def critical_s(sizes: tuple[int, ...], exact: bool, sd: float, max_pvalue: float
     return 2 * (m // 2 + 1) - m  # every S above 0 is rejected
 
 
+def sen_interval(slopes: np.ndarray, critical: int) -> tuple[float, float]:
+    """The sorted ``slopes``' interval for a test that rejects |S| >= ``critical``: S = N - 2 (slopes below 0)
+    without zero slopes, so the lower end is above 0 exactly when S >= critical (0-based slope floor((N - c) / 2)),
+    the upper below 0 exactly when -S >= critical; unbounded when no S is rejected."""
+    lo_i = (len(slopes) - critical) // 2
+    hi_i = len(slopes) - 1 - lo_i
+    return (float(slopes[lo_i]), float(slopes[hi_i])) if 0 <= lo_i <= hi_i else (-math.inf, math.inf)
+
+
 def release_trend(key: tuple, pts: list[dict[str, Any]], max_pvalue: float = MAX_PVALUE) -> Trend | None:
     """The trend of one series whose points are in release order (``group_series(..., "release")``); None with
     fewer than ``MIN_RELEASES`` releases or a figure that is not positive (its size is a ratio)."""
@@ -149,12 +158,9 @@ def release_trend(key: tuple, pts: list[dict[str, Any]], max_pvalue: float = MAX
         pvalue = exact_tail(sizes, s)
     else:
         pvalue = 1.0 if s == 0 else min(1.0, 2 * float(norm.sf((abs(s) - 1) / sd)))
-    # Sen's interval: the slopes b for which S of (rank, log figure - b rank) is not rejected. The test rejects
-    # |S| >= c, and S = N - 2 (slopes below 0): the lower end is 0-based slope floor((N - c) / 2), the upper its mirror.
+    # Sen's interval: the slopes b for which S of (rank, log figure - b rank) is not rejected
     slopes = pairwise_slopes(ranks, np.log(values))
-    lo_i = (len(slopes) - critical_s(sizes, exact, sd, max_pvalue)) // 2
-    hi_i = len(slopes) - 1 - lo_i
-    low, high = (slopes[lo_i], slopes[hi_i]) if 0 <= lo_i <= hi_i else (-math.inf, math.inf)
+    low, high = sen_interval(slopes, critical_s(sizes, exact, sd, max_pvalue))
     slope = float(np.median(slopes))
     first = float(np.median(values[ranks == 0]))
     last = float(np.median(values[ranks == len(releases) - 1]))

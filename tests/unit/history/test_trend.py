@@ -19,8 +19,8 @@ from tests.unit.history.needs import require
 require()
 
 from harness.history.changes import MAX_PVALUE  # noqa: E402
-from harness.history.trend import (EXACT_RUNS, MIN_RELEASES, concordance_counts, critical_s, exact_tail, find_trends,  # noqa: E402
-                                   kendall_s, release_trend, s_variance)
+from harness.history.trend import (EXACT_RUNS, MIN_RELEASES, concordance_counts, critical_s, exact_tail,  # noqa: E402
+                                   find_trends, kendall_s, release_trend, s_variance, sen_interval)
 
 KEY = ("tkg_ms_min", "b", "m", "s", "hf", "fp32", "cpu", "cpu")
 
@@ -117,7 +117,7 @@ def test_the_exact_distribution_of_s_is_every_order_of_the_runs_counted(sizes):
     assert [seen.count(2 * c - m) for c in range(m + 1)] == [k * per for k in counts]
     for s in range(-m, m + 1):
         assert exact_tail(sizes, s) == pytest.approx(min(1, sum(abs(x) >= abs(s) for x in seen) / len(seen)))
-    for alpha in (0.01, 0.05, 0.2, 0.5):  # the critical S is the least |S| whose tail is below alpha
+    for alpha in (0.01, 0.05, 0.2, 1 / 3, 0.5):  # the critical S: the least |S| whose tail is below alpha
         c = critical_s(sizes, True, 0.0, alpha)
         assert all((exact_tail(sizes, s) < alpha) == (s >= c) for s in range(2 - m % 2, m + 1, 2)), (alpha, c)
 
@@ -143,6 +143,36 @@ def test_the_interval_excludes_zero_exactly_as_the_test_rejects(seed, n_releases
     t = trend_of(this_boxs_runs(rng, releases.size) * (1 + drift) ** releases, releases)
     assert (t.pvalue < MAX_PVALUE) == (t.low > 0 or t.high < 0)
     assert t.low <= t.per_release <= t.high and 0 < t.pvalue <= 1
+
+
+def test_the_normal_tests_critical_s_and_p_value_are_the_continuity_corrected_tail():
+    from scipy.stats import norm
+
+    for sd in (3.0, 7.5, 20.0, 38.88):
+        for alpha in (MAX_PVALUE, 0.05):
+            c = critical_s((2, 2, 2), False, sd, alpha)
+            assert all((2 * norm.sf((s - 1) / sd) < alpha) == (s >= c) for s in range(1, 400)), (sd, alpha, c)
+    releases = np.repeat(np.arange(3), 3)
+    values = np.array([1.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 9.0])  # a tie: the normal approximation
+    t = trend_of(values, releases, max_pvalue=0.5)
+    sd = math.sqrt(s_variance(9, [3, 3, 3], [2, 1, 1, 1, 1, 1, 1, 1]))
+    assert not t.exact and t.s == 27 and t.pvalue == pytest.approx(2 * norm.sf(26 / sd))
+
+
+def test_sens_interval_excludes_zero_exactly_where_s_reaches_the_critical_value():
+    for n in range(1, 13):
+        for below in range(n + 1):
+            slopes = np.array(sorted([-1.0] * below + [1.0] * (n - below)))
+            for critical in range(1, n + 3):
+                low, high = sen_interval(slopes, critical)
+                assert (low > 0) == (n - 2 * below >= critical) and (high < 0) == (2 * below - n >= critical)
+                assert low <= high
+
+
+@pytest.mark.parametrize("direction", ["max", "min"])
+def test_a_flat_series_is_neither_a_regression_nor_an_improvement(direction):
+    t = trend_of(np.full(9, 2.0), np.repeat(np.arange(3), 3), direction)
+    assert t.per_release == 0 and t.s == 0 and t.pvalue == 1 and t.regression is False
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -175,4 +205,5 @@ def test_find_trends_keeps_only_the_significant_ones_of_the_named_figure():
     (t,) = find_trends(rising + flat)
     assert t.series["figure"] == "tkg_ms_min" and t.regression and math.isfinite(t.low)
     assert find_trends(rising + flat, figure="cte_ms_min") == []
-    assert find_trends(rising + flat, max_pvalue=1e-12) == []  # S's normal tail at n = 20 is above that
+    assert find_trends(rising + flat, max_pvalue=1e-12) == []  # S's exact tail at n = 20 is above that
+    assert find_trends(rising + flat, max_pvalue=t.pvalue) == []  # below it, not at it
