@@ -207,98 +207,79 @@ def vllm_python() -> str:
     return python
 
 
-# vLLM's LlamaMLP as a decoder layer builds it (its prefix ``model.layers.N.mlp``), on one CPU rank
-VLLM_MLPS = '''
-import json, torch
-from vllm.config import VllmConfig, set_current_vllm_config
-from vllm.distributed import init_distributed_environment, initialize_model_parallel
-from vllm.model_executor.models.llama import LlamaMLP
-
-out = []
-with set_current_vllm_config(VllmConfig()), torch.no_grad():
-    init_distributed_environment(1, 0, "tcp://127.0.0.1:{port}", 0, "gloo")
-    initialize_model_parallel(1, 1)
-    torch.manual_seed(0)
-    x = torch.randn(3, 16)
-    for i in range({layers}):
-        mlp = LlamaMLP(16, 32, "silu", prefix=f"model.layers.{{i}}.mlp")
-        for p in mlp.parameters():
-            p.copy_(torch.randn_like(p))
-        for linear in (mlp.gate_up_proj, mlp.down_proj):  # as vLLM's loader does (its CPU GEMM set up)
-            linear.quant_method.process_weights_after_loading(linear)
-        raw, _ = mlp.down_proj(mlp.act_fn(mlp.gate_up_proj(x)[0]))
-        y = mlp(x)
-        out.append([torch.equal(y, (raw.float() * {factor!r}).to(raw.dtype)), torch.equal(y, raw)])
-print(json.dumps({{"forward": LlamaMLP.forward.__name__, "layers": out}}))
-'''
-
-
-# vLLM's LlamaDecoderLayer.forward run as vLLM runs it (its real RMSNorms, fused residual add included, and a real
-# LlamaMLP), through the plant's wrapper, for a layer it plants and one it does not. Its attention is a STAND-IN
-# (a linear on the hidden states): vLLM's own needs a KV cache and a forward context, and the plant never reads it.
-VLLM_LAYER = '''
-import json, torch
+# In one process (a vLLM import is most of its time), with both served plants loaded as a side loads them (the
+# MLP's sitecustomize on PYTHONPATH, the residual's run as site runs one): vLLM's LlamaMLP as a decoder layer builds
+# it (prefix ``model.layers.N.mlp``), on one CPU rank; and vLLM's LlamaDecoderLayer.forward run as vLLM runs it
+# (its real RMSNorms, fused residual add included, and a real LlamaMLP) through the plant's wrapper, for a layer it
+# plants and one it does not. That layer's attention is a STAND-IN (a linear on the hidden states): vLLM's own needs
+# a KV cache and a forward context, and the plant never reads it.
+VLLM_REAL = '''
+import json, runpy, torch
+runpy.run_path({residual_hook!r})
 from vllm.config import VllmConfig, set_current_vllm_config
 from vllm.distributed import init_distributed_environment, initialize_model_parallel
 from vllm.model_executor.layers.layernorm import RMSNorm
 from vllm.model_executor.models.llama import LlamaDecoderLayer, LlamaMLP
 
+
+def mlp(prefix):
+    built = LlamaMLP(16, 32, "silu", prefix=prefix)
+    for p in built.parameters():  # vLLM allocates them unset: its loader fills them
+        p.copy_(torch.randn_like(p))
+    for linear in (built.gate_up_proj, built.down_proj):  # as vLLM's loader does (its CPU GEMM set up)
+        linear.quant_method.process_weights_after_loading(linear)
+    return built
+
+
 with set_current_vllm_config(VllmConfig()), torch.no_grad():
     init_distributed_environment(1, 0, "tcp://127.0.0.1:{port}", 0, "gloo")
     initialize_model_parallel(1, 1)
     torch.manual_seed(0)
+    x = torch.randn(3, 16)
+    mlps = []
+    for i in range({layers}):
+        built = mlp(f"model.layers.{{i}}.mlp")
+        raw, _ = built.down_proj(built.act_fn(built.gate_up_proj(x)[0]))
+        y = built(x)
+        mlps.append([torch.equal(y, (raw.float() * {mlp_factor!r}).to(raw.dtype)), torch.equal(y, raw)])
     layer = object.__new__(LlamaDecoderLayer)
     torch.nn.Module.__init__(layer)
     layer.input_layernorm, layer.post_attention_layernorm = RMSNorm(16, eps=1e-6), RMSNorm(16, eps=1e-6)
-    attention = torch.nn.Linear(16, 16)
-    layer.self_attn = lambda positions, hidden_states: attention(hidden_states)
-    layer.mlp = LlamaMLP(16, 32, "silu", prefix="model.layers.0.mlp")
-    for p in layer.mlp.parameters():  # vLLM allocates them unset: its loader fills them
-        p.copy_(torch.randn_like(p))
     for norm in (layer.input_layernorm, layer.post_attention_layernorm):
         norm.weight.fill_(1.0)
-    for linear in (layer.mlp.gate_up_proj, layer.mlp.down_proj):
-        linear.quant_method.process_weights_after_loading(linear)
-    x, residual = torch.randn(3, 16), torch.randn(3, 16) * 4
-    out = {{}}
+    attention = torch.nn.Linear(16, 16)
+    layer.self_attn = lambda positions, hidden_states: attention(hidden_states)
+    layer.mlp = mlp("model.layers.0.mlp")
+    residual, out = torch.randn(3, 16) * 4, {{}}
     for planted in (False, True):
         layer._planted_layer = planted
         out[planted] = layer(torch.arange(3), x.clone(), residual.clone())
     (h0, r0), (h1, r1) = out[False], out[True]
-    print(json.dumps({{"forward": LlamaDecoderLayer.forward.__name__, "hidden_equal": torch.equal(h0, h1),
-                      "residual_scaled": torch.equal(r1, (r0.float() * {factor!r}).to(r0.dtype)),
+    print(json.dumps({{"mlp_forward": LlamaMLP.forward.__name__, "mlps": mlps,
+                      "layer_forward": LlamaDecoderLayer.forward.__name__, "hidden_equal": torch.equal(h0, h1),
+                      "residual_scaled": torch.equal(r1, (r0.float() * {residual_factor!r}).to(r0.dtype)),
                       "residual_moved": not torch.equal(r0, r1)}}))
 '''
 
 
-def run_vllm(tmp_path: Path, defect: str, code: str) -> dict:
+@pytest.mark.serving
+def test_the_served_plants_wrap_the_real_vllm_llama_mlp_and_decoder_layer_of_their_layer_only(tmp_path):
+    """``mlp-down``: only layer PLANT_LAYER's MLP output is its down-projection's x1.005 (three layers built).
+    ``residual-scale``: the planted layer returns the residual its real forward computed x0.999 (fp32, rounded
+    back) and the same hidden states; unplanted, both unchanged. Both ``forward``s are the plants'."""
     from harness.release.children import child_env
 
-    hook = plant_served(defect, tmp_path / defect)
-    env = child_env({"PYTHONPATH": os.pathsep.join([str(hook), str(REPO)]), "VLLM_TARGET_DEVICE": "cpu"})
+    residual = plant_served("residual-scale", tmp_path / "residual") / "sitecustomize.py"
+    code = VLLM_REAL.format(residual_hook=str(residual), port=29500 + os.getpid() % 1000, layers=PLANT_LAYER + 2,
+                            mlp_factor=MLP_FACTOR, residual_factor=RESIDUAL_FACTOR)
+    env = child_env({"PYTHONPATH": os.pathsep.join([str(plant_served("mlp-down", tmp_path / "mlp")), str(REPO)]),
+                     "VLLM_TARGET_DEVICE": "cpu"})
     r = subprocess.run([vllm_python(), "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-@pytest.mark.serving
-def test_the_served_residual_plant_wraps_the_real_vllm_decoder_layer(tmp_path):
-    """The planted layer returns the residual its real forward computed x0.999 (fp32, rounded back) and the same
-    hidden states; a layer it does not plant returns both unchanged (the first run)."""
-    told = run_vllm(tmp_path, "residual-scale", VLLM_LAYER.format(port=29500 + os.getpid() % 1000 + 1,
-                                                                  factor=RESIDUAL_FACTOR))
-    assert told == {"forward": "planted_forward", "hidden_equal": True, "residual_scaled": True,
-                    "residual_moved": True}, told
-
-
-@pytest.mark.serving
-def test_the_served_plant_wraps_the_real_vllm_llama_mlp_of_its_layer_only(tmp_path):
-    """vLLM's own LlamaMLP (its parallel linears on one CPU rank) built for three layers in a process with the
-    plant: ``forward`` is the plant's, and only layer PLANT_LAYER's output is its down-projection's x1.005."""
-    told = run_vllm(tmp_path, "mlp-down", VLLM_MLPS.format(port=29500 + os.getpid() % 1000, layers=PLANT_LAYER + 2,
-                                                           factor=MLP_FACTOR))
-    assert told["forward"] == "planted_forward"
-    assert told["layers"] == [[i == PLANT_LAYER, i != PLANT_LAYER] for i in range(PLANT_LAYER + 2)], told
+    told = json.loads(r.stdout.strip().splitlines()[-1])
+    assert told.pop("mlps") == [[i == PLANT_LAYER, i != PLANT_LAYER] for i in range(PLANT_LAYER + 2)], told
+    assert told == {"mlp_forward": "planted_forward", "layer_forward": "planted_forward", "hidden_equal": True,
+                    "residual_scaled": True, "residual_moved": True}, told
 
 
 # The plant probes (issue 56): the plant, then the stack without it, the same prompts; the MLP plant acts at
