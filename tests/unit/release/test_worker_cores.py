@@ -94,3 +94,50 @@ def test_the_verdict_keeps_workers_apart_from_the_server_processes(tmp_path):
                  [process, *records], [])
     assert got["servers"] == [process] and got["workers"] == records
     assert "worker rank 1 (local_rank 1): NeuronCore 5 (planned 4-5)" in "\n".join(markdown(got))
+
+
+@pytest.fixture
+def held(tmp_path):
+    """A process holding a 2.32+ server's environment (the range handed in NEURON_VISIBLE_DEVICES, what chose
+    the variable, which start rules ran), alone in its process group as a started server is; no port."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from harness.core.neuron_visibility import CHOSEN_SOURCE
+
+    env = {VISIBLE_DEVICES: "4-7", CHOSEN_VARIABLE: VISIBLE_DEVICES, CHOSEN_SOURCE: "platform source of 0.2.0",
+           "CARBON_VLLM_NEURON_PREFLIGHT": "plugin's own rules", "STANDIN_NEURON_LS": "1"}
+    proc = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
+    server = SimpleNamespace(proc=proc, log_path=tmp_path / "vllm-server.log", stop=proc.kill)
+    yield server
+    proc.kill()
+    proc.wait()
+
+
+def test_each_read_back_record_says_what_chose_its_variable_the_rules_run_and_its_own_libnrt(held, monkeypatch):
+    """A server's log with a byte that is not UTF-8 (a worker's raw output) still gives each worker's core; each
+    process's record carries what chose its variable, which start rules ran and the libnrt of that process."""
+    import harness.release.cores as cores
+
+    held.log_path.write_bytes(b"\xff\xfe raw\n" + worker_log(0, 1).encode())
+    monkeypatch.setattr(cores, "process_libnrt", lambda pid: {"loaded": f"/opt/aws/libnrt.so.1 (pid {pid})"})
+    records = read_back("candidate", held, "4-7", neuron_ls=None)
+    assert records[0] == {"who": "candidate", "pid": held.proc.pid, "variable": VISIBLE_DEVICES,
+                          "NEURON_RT_VISIBLE_CORES": None, "cores": "4-7", "planned": "4-7",
+                          "chosen_by": "platform source of 0.2.0", "skip_efa_affinity": None,
+                          "preflight": "plugin's own rules", "libnrt": f"/opt/aws/libnrt.so.1 (pid {held.proc.pid})"}
+    assert [r["worker_core"] for r in records[1:]] == [4, 5]
+
+
+def test_a_server_without_its_log_has_its_workers_said_unread_and_neuron_ls_is_read_where_the_host_has_it(
+        held, monkeypatch, tmp_path):
+    """No server log (never written, or removed): each worker's core is said not read, never a crash; and
+    read_back's default looks for neuron-ls on this host (a Trn2 host has it) and reads its view."""
+    from harness.core import neuron_host
+
+    from tests.unit.release.test_core_turns import neuron_ls
+
+    monkeypatch.setattr(neuron_host, "neuron_ls_path", lambda: neuron_ls(tmp_path))
+    records = read_back("candidate", held, "4-7")
+    assert "no worker named in the server log" in records[1]["worker_log"]
+    assert {"device": 1, "pid": held.proc.pid, "neuroncore_ids": [4, 5, 6, 7]} in [r.get("neuron_ls") for r in records]
