@@ -260,3 +260,11 @@ def test_quiet_drift_of_three_percent_a_release_is_a_trend_by_the_fourth_release
     # ordered by time (the runs were interleaved) there is no release trend to test, and no change point in TKG
     assert main(["history", "changes", "--store", store_url, "--figure", CHOSEN]) == 0
     assert "trends across releases" not in capsys.readouterr().out
+
+
+def test_the_quiet_drifts_pairwise_checks_pass_or_are_inconclusive_each_interval_holding_0_and_3_percent():
+    """fixtures/history/quiet/release-checks.json, read from the four checks' verdict.json (docs/history.md)."""
+    checks = json.loads((QUIET / "release-checks.json").read_text())["checks"]
+    assert [c["verdict"] for c in checks.values()] == ["INCONCLUSIVE", "PASS", "PASS", "INCONCLUSIVE"]
+    for c in checks.values():
+        assert c["tkg_ms_p50_low"]["value"] < 0 < 3.0 < c["tkg_ms_p50_high"]["value"], c
