@@ -190,3 +190,12 @@ def test_a_guides_failure_at_exactly_its_level_counts_and_a_pass_at_exactly_its_
         beta = math.nextafter(beta, 1.0 if 1.0 - beta / looks > level else 0.0)
     assert 1.0 - beta / looks == level
     assert pairs_to_decide(within, 0.05, Design(beta=beta)) == n + 1
+
+
+@pytest.mark.parametrize("design", [Design(resolve=1.5), Design(resolve=9.0, legs=2)])
+def test_the_pairs_guide_takes_every_resolve_the_cli_takes(design):
+    """``--resolve`` takes up to 1000% (``parse_fraction``; a noisy host may rule out only 150%): the guide an
+    INCONCLUSIVE verdict prints caps the design's looks with its own error budget, never reading the resolve as
+    a beta (which must be under 1) and refusing the user's design."""
+    logs = [0.01, 0.03, -0.01, 0.02]
+    assert pairs_to_decide(logs, 0.05, design) == 5 == pairs_to_decide(logs, 0.05, Design())
