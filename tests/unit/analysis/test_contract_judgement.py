@@ -3,7 +3,9 @@ of every kind reach the rule whatever the prompts before it carry (a long prompt
 prompt with greedy tokens only), FNS marginals at their rows' own positions; a side's padded rows add to its
 findings, never replace them; a side that scored no row covers no position; the positions note names every
 shape; the report's table, padded and batched lines where a figure has no position, and its legend, word for
-word (issue 57, generated mutants). Hand-built contracts and the real carbon-tiny ones of ``test_contract``."""
+word; a longer greedy run is not identical; a skipped EOS run is said; the near-tie allowance is the yardstick's
+largest margin move in any kind (issue 57, generated mutants and a held-out-style audit). Hand-built contracts and
+the real carbon-tiny ones of ``test_contract``."""
 
 from __future__ import annotations
 
@@ -12,7 +14,15 @@ from dataclasses import replace
 
 import pytest
 
-from harness.analysis.contract import ContractResult, SideJudgement, align, judge_contract, judge_side, load_tolerances
+from harness.analysis.contract import (
+    ContractResult,
+    SideJudgement,
+    align,
+    between,
+    judge_contract,
+    judge_side,
+    load_tolerances,
+)
 from harness.analysis.threeway import TIERS, PaddedSpread, Spread
 from tests.unit.analysis.test_contract import REFERENCE, SIDE, YARDSTICK, padded_side, shifted
 
@@ -122,3 +132,36 @@ def test_the_table_shows_a_dash_where_a_figure_was_not_read_and_an_unbounded_sig
         "log-prob and top-1 / top-2 margin less the yardstick's (a bias one way, where rounding has none), each at "
         "most its bound in size where one is calibrated (bf16), shown only where none is (fp32).",
         "", "- n1", ""]
+
+
+def test_a_candidate_that_generates_past_the_baselines_greedy_tokens_is_not_identical_to_it():
+    """Every token of the baseline's, then one more: no divergence to show, but not identical either."""
+    base = {"prompts": [{"name": "a", "greedy": [5, 6, 7]}, {"name": "b", "greedy": [1, 2]}]}
+    new = {"prompts": [{"name": "a", "greedy": [5, 6, 7, 8]}, {"name": "b", "greedy": [1, 2]}]}
+    assert between(base, new) == ([], 1) and between(new, base) == ([], 1)
+
+
+def test_a_side_that_could_not_run_eos_says_so_in_its_notes_and_the_verdicts():
+    """A side whose EOS run was skipped (a server that cannot set EOS) is not checked there, and says so: never a
+    silent pass of the EOS rule."""
+    side = copy.deepcopy(SIDE)
+    side["prompts"][0]["eos"] = {"skipped": "the server cannot set an EOS id"}
+    name = side["prompts"][0]["name"]
+    judged = judge_side("candidate", side, REFERENCE, YARDSTICK, load_tolerances()["bf16"])
+    assert f"EOS not checked on {name}: the server cannot set an EOS id" in judged.notes
+    result = judge_contract({"candidate": side}, {"candidate": EXPECTED}, load_tolerances())
+    assert f"the candidate: EOS not checked on {name}: the server cannot set an EOS id" in result.notes
+
+
+def test_the_near_tie_allowance_is_set_by_the_yardsticks_largest_margin_move_in_any_kind():
+    """The yardstick moved to shift the reference's top-1 / top-2 margin by 0.2 nats at one ``own`` row (its second
+    kind): the side's margin noise is that move, whatever the ``scored`` rows' (about 1e-2), and its allowance
+    ``tie_factor`` x it."""
+    yard = copy.deepcopy(YARDSTICK)
+    top = yard["prompts"][0]["sequences"]["own"]["rows"][3][2]
+    top[1][1] += 0.2
+    crit = load_tolerances()["bf16"]
+    before = judge_side("candidate", SIDE, REFERENCE, YARDSTICK, crit).margin_noise
+    judged = judge_side("candidate", SIDE, REFERENCE, yard, crit)
+    assert before < 0.1 < judged.margin_noise < 0.3
+    assert judged.tie_allowance == pytest.approx(crit.tie_factor * judged.margin_noise)

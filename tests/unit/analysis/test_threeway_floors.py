@@ -147,3 +147,14 @@ def test_a_position_where_the_yardstick_rounds_more_than_its_pooled_sigma_is_hel
     found = spread(a, CRIT, TIE)
     assert found.findings == [] and found.position_ratio == pytest.approx(1.0)
     assert found.sigma_yardstick == pytest.approx(((19 * 1e-6 + 25e-6) / 20) ** 0.5)
+
+
+def test_a_yardstick_that_rounds_less_than_the_floors_is_held_to_the_floors():
+    """The yardstick 1e-6 off the reference (below ``sigma_floor`` and ``abs_floor``, 1e-4), the target 1e-5: its
+    ratios are over the floors (0.1), pooled, per position and in a tier, not over the yardstick's 1e-6 (10: a false
+    FAIL of a stack closer to the reference than the floors)."""
+    crit = replace(CRIT, tier_factor={**CRIT.tier_factor, "5": 2.0})
+    found = spread(rows({k: 1e-5 for k in range(N)}, base=1e-6), crit, TIE)
+    assert found.findings == []
+    assert found.ratio == pytest.approx(0.1) and found.position_ratio == pytest.approx(0.1)
+    assert found.tiers["5"]["ratio"] == pytest.approx(0.1) and found.tiers["5"]["bound"] == pytest.approx(2e-4)

@@ -2,8 +2,10 @@
 report (bounded below by its last reported one, else left out of both sides' figures, never read as no
 difference), a row with no id a tier can compare (it adds nothing and is never the one named), a reference row
 with one id (no margin: no top-1 to hold, no margin ratio) or two (a margin like any other), a yardstick row
-without figures (it credits no rounding there). Hand-built rows, as in ``test_threeway`` (issue 57, generated
-mutants)."""
+without figures (it credits no rounding there); and which ids and rows each figure reads (the position's own
+token in the sigma, the yardstick's own top ids in its tier figure, the reference's top ids in a padded row's, the
+"all" tier only where every row has probes, the margin noise over every kind). Hand-built rows, as in
+``test_threeway`` (issue 57, generated mutants and a held-out-style audit of this session's own)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.analysis.threeway import Aligned, delta, margin_change, padded_spread, spread
+from harness.analysis.threeway import Aligned, delta, margin_change, margin_noise, padded_spread, spread
 from harness.core.scored import ScoredToken
 from tests.unit.analysis.test_threeway import CRIT, REFERENCE, noisy, row
 
@@ -86,3 +88,59 @@ def test_a_yardstick_row_without_figures_credits_no_rounding_to_a_padded_row():
     found = padded_spread([("GC-rich", 20, padded, unpadded, row(REFERENCE), ScoredToken(99, -9.0, ()))], CRIT)
     assert found.ratio == pytest.approx(5e-3 / CRIT.sigma_floor)
     assert [f.position for f in found.findings] == [20]
+
+
+def test_the_positions_own_token_counts_in_the_sigma_where_the_reference_ranks_it_below_its_top():
+    """``sigma_tokens`` 2; the sequence's token (15) is the reference's sixth: a side off only there (0.05 nats) is
+    seen by the sigma over the token and the reference's top two, an rms of 0.05 / sqrt(3)."""
+    def at15(shift: float) -> ScoredToken:
+        top = tuple((i, v + (shift if i == 15 else 0.0)) for i, v in REFERENCE)
+        return ScoredToken(15, dict(top)[15], top)
+
+    yard = ScoredToken(15, -5.5 + 1e-3, tuple((i, v + 1e-3) for i, v in REFERENCE))
+    s = spread(Aligned("own", [("balanced", 40, at15(0.05), at15(0.0), yard)]), replace(LOOSE, sigma_tokens=2), 0.1)
+    assert s.sigma_target == pytest.approx(0.05 / 3 ** 0.5) and s.sigma_yardstick == pytest.approx(1e-3)
+
+
+def test_the_all_tier_is_not_measured_where_one_row_lacks_the_probes():
+    def probed(r: ScoredToken, probes: tuple[float, ...]) -> ScoredToken:
+        return ScoredToken(r.token, r.logprob, r.top, (), probes)
+
+    ref, probes = row(REFERENCE), (-9.0, -8.5)
+    a = Aligned("scored", [("p", 3, probed(ref, probes), probed(ref, probes), probed(ref, probes)),
+                           ("p", 4, row(REFERENCE), probed(ref, probes), probed(ref, probes))])
+    s = spread(a, CRIT, 0.1)
+    assert s.tiers["all"] == {"measured": False} and s.tiers["5"]["measured"]
+
+
+def test_a_tiers_yardstick_figure_is_over_its_own_top_ids():
+    """The yardstick ranks the reference's sixth id (15) fifth, 1.5 nats up: its top-5 figure is that 1.5, so the
+    side's 0.3 on the reference's third id is within 1.9 x it (over the side's ids it would read 0: a false FAIL)."""
+    yard = row(tuple(sorted(((i, v + (1.5 if i == 15 else 0.0)) for i, v in REFERENCE), key=lambda t: -t[1])))
+    target = row(tuple((i, v + (0.3 if i == 12 else 0.0)) for i, v in REFERENCE))
+    s = spread(Aligned("scored", [("balanced", 7, target, row(REFERENCE), yard)]),
+               replace(LOOSE, tier_factor={**LOOSE.tier_factor, "5": 1.9}), 0.1)
+    assert s.tiers["5"]["yardstick"] == pytest.approx(1.5) and s.tiers["5"]["target"] == pytest.approx(0.3)
+    assert s.findings == []
+
+
+def test_a_padded_row_is_compared_on_the_references_top_ids_whatever_its_unpadded_run_ranks():
+    """``sigma_tokens`` 2: the reference's top two are 10 and 11; the unpadded run ranks 12 above 11. A padded row
+    0.01 off at 11 fails (an rms of 0.01 / sqrt(2) over the yardstick's 1e-3), though 11 is not the run's second."""
+    unpadded = ScoredToken(10, -0.5, ((10, -0.5), (12, -1.4), (11, -1.5), (13, -3.5)))
+    padded = ScoredToken(10, -0.5, ((10, -0.5), (12, -1.4), (11, -1.49), (13, -3.5)))
+    found = padded_spread([("GC-rich", 20, padded, unpadded, row(REFERENCE), row(REFERENCE, shift=1e-3))],
+                          replace(CRIT, sigma_tokens=2))
+    assert found.ratio == pytest.approx(0.01 / 2 ** 0.5 / 1e-3, rel=1e-6)
+    assert [f.position for f in found.findings] == [20]
+
+
+def test_the_margin_noise_is_the_largest_over_every_kind():
+    """The yardstick moves the reference's margin by 0.01 in the scored rows and 0.05 in the own rows: the near-tie
+    allowance is set by the larger, wherever it lies."""
+    def kind(name: str, moves: float) -> Aligned:
+        yard = ScoredToken(10, -0.5, ((10, -0.5), (11, -1.5 + moves), *REFERENCE[2:]))
+        return Aligned(name, [("balanced", 7, row(REFERENCE), row(REFERENCE), yard)])
+
+    assert margin_noise([kind("scored", 0.01), kind("own", 0.05)]) == pytest.approx(0.05)
+    assert margin_noise([kind("scored", 0.05), kind("own", 0.01)]) == pytest.approx(0.05)
