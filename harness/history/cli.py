@@ -100,9 +100,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
 def cmd_site(args: argparse.Namespace) -> int:
     from harness.history.changes import find_changes
     from harness.history.site import write_site
+    from harness.history.trend import find_trends
 
     pts, checks = store_points(args.store)
-    print(write_site(Path(args.out), pts, find_changes(pts, args.order, args.max_pvalue), checks, args.min_runs, args.force))
+    trends = find_trends(pts, args.max_pvalue) if args.order == "release" else []
+    print(write_site(Path(args.out), pts, find_changes(pts, args.order, args.max_pvalue), checks, args.min_runs, args.force,
+                     args.order, trends))
     return 0
 
 
@@ -150,7 +153,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--verbose", action="store_true", help="print every figure, not just the regressions")
     q.set_defaults(func=run_cmd(cmd_gate))
 
-    q = hsub.add_parser("site", help="write a static page of trends (one HTML file, a page per run)")
+    q = hsub.add_parser("site", help="write a static page of trends (one HTML file, a page per run; with --order "
+                        "release, each series' trend across releases)")
     q.add_argument("out", type=parse_nonempty_path, metavar="DIR")
     common(q)
     q.add_argument("--min-runs", type=parse_positive_int, default=2, help="chart series with at least this many runs")
