@@ -20,7 +20,8 @@ require()
 
 from harness.cli import main  # noqa: E402
 from harness.history.store import add  # noqa: E402
-from tests.unit.history.quiet_pages import ARGS, CHROMIUM, QUIET, TKG_MIN, quiet_site  # noqa: E402
+from tests.helpers import REPO  # noqa: E402
+from tests.unit.history.quiet_pages import ARGS, CHROMIUM, ORDER, QUIET, TKG_MIN, quiet_site  # noqa: E402
 
 SUMMARY = json.loads((QUIET / "summary.json").read_text())  # the figures docs/history.md quotes
 
@@ -150,6 +151,22 @@ def test_the_page_in_chromium_shows_the_drifts_trend_across_releases(drift_site,
     row.locator("a").click()
     assert page.url.endswith("#" + page.locator(TKG_MIN).get_attribute("id"))
     assert errors == []
+
+
+def test_the_docs_show_both_quiet_pages_as_small_pngs_with_what_they_show():
+    """The screenshots of the pages above (``python -m tests.unit.history.quiet_pages docs/img``), each shown in
+    docs/history.md beside the change or trend the page marks."""
+    page = (REPO / "docs" / "history.md").read_text()
+    step, drift = SUMMARY["step"], SUMMARY["drift"]["releases5"]
+    said = {"step": f"marked at run 11, {step['change']['value']:+.1f}% [{step['low']['value']:+.1f}%, "
+                    f"{step['high']['value']:+.1f}%]",
+            "drift": f"{drift['per_release']['value']:+.1f}% a release\n[{drift['low']['value']:+.1f}%, "
+                     f"{drift['high']['value']:+.1f}%]"}
+    for kind in ORDER:
+        shown = page.index(f"](img/history-{kind}.png)")
+        assert said[kind] in page[shown - 400:shown], kind
+        png = (REPO / "docs" / "img" / f"history-{kind}.png").read_bytes()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n") and 10_000 < len(png) < 60_000, (kind, len(png))
 
 
 def test_the_release_check_table_shows_each_checks_pair_and_verdict(sqlite_url, tmp_path):
