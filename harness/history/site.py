@@ -144,7 +144,7 @@ def index_page(points: list[dict[str, Any]], changes: list[Change], checks: list
         body += [f'<section class="series"><h3>{esc(s["figure"])}: {esc(s["benchmark"])}</h3>',
                  f"<p>{esc(s['model'])}/{esc(s['shape'])}, {esc(s['backend'])} {esc(s['dtype'])} on {esc(s['hardware'])}, "
                  f"{esc(s['timer'])} time; "
-                 f"{len(pts)} runs; {len(by_series[key])} change points</p>",
+                 f"{len(pts)} runs; {len(by_series[key])} change point{'' if len(by_series[key]) == 1 else 's'}</p>",
                  chart(key, pts, by_series[key], trend_of.get(key), order == "release"), "</section>"]
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>carbon-harness history</title>'
             f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n")
