@@ -206,3 +206,31 @@ def test_every_process_of_the_servers_group_is_read_back_not_only_its_first(tmp_
             assert f"process {s.proc.pid}:" not in str(caught.value)  # the worker's pid, not the API server's
     finally:
         s.stop()
+
+
+def test_each_start_and_stop_is_kept_in_tenths_of_a_second(monkeypatch):
+    """verdict.json's core turns give each start and stop's wall time in tenths (what docs and the verdict's
+    table print), whatever the clock's own resolution: a clock that moves 0.0437 s a reading."""
+    import harness.release.cores as cores
+    from types import SimpleNamespace
+
+    clock = iter(0.0437 * k for k in range(100))
+    monkeypatch.setattr(cores, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    monkeypatch.setattr(cores, "read_back", lambda *a, **k: [])
+
+    class Server:
+        def __init__(self, running: bool) -> None:
+            self.proc = SimpleNamespace(pid=1, poll=lambda: None if self.up else 0)
+            self.up = running
+
+        def start(self):
+            self.up = True
+
+        def stop(self):
+            self.up = False
+
+    focus = cores.ExclusiveFocus({"baseline": Server(True), "candidate": Server(False)}, lambda n, s: None,
+                                 {}, lambda m: None)
+    focus("candidate")
+    assert [(e["action"], e["took_s"]) for e in focus.events] == [("stop", 0.0), ("start", 0.0)]
+    assert focus.starts == {"candidate": pytest.approx(0.0437)}
