@@ -107,7 +107,19 @@ def held(tmp_path):
 
     env = {VISIBLE_DEVICES: "4-7", CHOSEN_VARIABLE: VISIBLE_DEVICES, CHOSEN_SOURCE: "platform source of 0.2.0",
            "CARBON_VLLM_NEURON_PREFLIGHT": "plugin's own rules", "STANDIN_NEURON_LS": "1"}
-    proc = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
+    from harness.core.neuron_cores import read_environ
+
+    for _ in range(3):  # a stray signal on a loaded runner (pid_max 32768 here) can end it before it is read
+        proc = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
+        try:
+            if read_environ(proc.pid).get(VISIBLE_DEVICES) == "4-7":
+                break
+        except OSError:
+            pass
+        proc.kill()
+        proc.wait()
+    else:
+        pytest.fail("a sleep holding the server's environment ended before its /proc environ was read, three times")
     server = SimpleNamespace(proc=proc, log_path=tmp_path / "vllm-server.log", stop=proc.kill)
     yield server
     proc.kill()
