@@ -2,17 +2,21 @@
 compute_change_points``: Matteson and James's split over sliding windows, then Fleming et al.'s merge
 by a two-sided t-test). Every threshold is the series' own: a change is kept when its t-test p-value,
 which scales the step by the noise of the runs around it, is below ``max_pvalue``, a false-alarm
-probability (Otava's default), not a bound on any figure. Pure functions over the store's points."""
+probability (Otava's default), not a bound on any figure; and when its size is at least ``FLOOR_NOISES``
+times the series' own run-to-run noise (``noise``). A series of a wall-clock figure of runs timed in CPU
+time is not judged (``harness.history.clocks``). Pure functions over the store's points."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from scipy.stats import t as student_t
 
+from harness.history.clocks import wall_clock
 from harness.history.store import SERIES_COLUMNS
 
 MAX_PVALUE = 0.001  # otava.analysis.compute_change_points' default false-alarm probability
@@ -20,6 +24,14 @@ MAX_PVALUE = 0.001  # otava.analysis.compute_change_points' default false-alarm 
 # keeps it: a first run's TKG p99 of 10.1 ms against 4.1-4.4 ms after it was a "change" at run 2 in the A/A of
 # fixtures/history/cpu-time). A single new run is what ``history gate`` judges.
 MIN_LEVEL_RUNS = 2
+# A change is kept only when its size is at least this many times the series' run-to-run noise (``noise``). Measured
+# on this project's real carbon-tiny runs (docs/history.md, "What the history judges"): the A/A's false changes were
+# 2.12 noises (fixtures/history/quiet/aa, cte_ms_min -5.9% at 2.8% noise) and 1.38 (fixtures/history/ci-load/aa,
+# load_s -10.9% at 7.9%), both significant at p < 0.001 because the box's level moves for minutes at a time; the
+# quiet step planted from run 11 was 3.12 (tkg_ms_min +14.5% at 4.7%). 2.5 lies between them.
+FLOOR_NOISES = 2.5
+# the median absolute value of a normal (its 0.75 quantile, in sigmas) times sqrt 2: a difference of two runs' spread
+MASD_SIGMA = 0.6745 * math.sqrt(2)
 ORDERS = ("time", "release")
 
 
@@ -38,6 +50,8 @@ class Change:
     low: float  # its interval at 1 - max_pvalue (the t-test's own: it excludes 0 as the test rejects)
     high: float
     pvalue: float
+    noise: float  # the series' run-to-run noise, relative (``noise``)
+    floor: float  # the smallest relative change kept: FLOOR_NOISES x noise
     regression: bool  # worse in the figure's direction ("max": a time went up)
     newest: bool  # among the series' newest runs (see ``newest_runs``)
 
@@ -46,7 +60,8 @@ class Change:
         where = f"run {self.index} of {self.runs} ({self.release}; commit {(self.commit or '-')[:12]}; {self.time})"
         word = "REGRESSION" if self.regression else "improvement"
         return (f"{s['figure']} {100 * self.change:+.1f}% [{100 * self.low:+.1f}%, {100 * self.high:+.1f}%] "
-                f"{word} at {where}: {self.before:.4g} -> {self.after:.4g}, p={self.pvalue:.2g}; "
+                f"{word} at {where}: {self.before:.4g} -> {self.after:.4g}, p={self.pvalue:.2g}, "
+                f"floor {100 * self.floor:.1f}% = {FLOOR_NOISES:g} x noise {100 * self.noise:.1f}%; "
                 f"series {s['benchmark']} {s['model']}/{s['shape']} {s['backend']} {s['dtype']} on {s['hardware']}, "
                 f"{s['timer']} time")
 
@@ -90,11 +105,29 @@ def interval(stats: Any, n1: int, n2: int, max_pvalue: float) -> tuple[float, fl
     return ((diff - half) / stats.mean_1, (diff + half) / stats.mean_1)
 
 
-def levels(values: list[float], found: list[int], max_pvalue: float) -> list[tuple[int, Any]]:
+def noise(values: list[float]) -> float:
+    """The series' run-to-run noise relative to its median: the median absolute difference of successive runs,
+    scaled to a standard deviation (MASD_SIGMA). A step moves one difference only, so it does not inflate the
+    estimate, as a standard deviation of the whole series would; a level moving slowly moves each difference by
+    little. 0 for fewer than two runs or a median of 0."""
+    middle = statistics.median(values) if values else 0.0
+    if len(values) < 2 or middle == 0:
+        return 0.0
+    return statistics.median(abs(b - a) for a, b in zip(values, values[1:])) / MASD_SIGMA / abs(middle)
+
+
+def relative(stats: Any) -> float:
+    return stats.mean_2 / stats.mean_1 - 1 if stats.mean_1 else math.inf
+
+
+def levels(values: list[float], found: list[int], max_pvalue: float, floor: float = 0.0) -> list[tuple[int, Any]]:
     """Otava's change points with every level at least ``MIN_LEVEL_RUNS`` runs long: a change next to a shorter
-    level is dropped (of the two around it, the one Otava's own t-test finds weaker on its neighbours), and each
-    change left is tested again, by the same test, between the levels now around it; one that is no longer
-    significant at ``max_pvalue`` is dropped too, the weakest first. Returns each change's index and stats."""
+    level is dropped (of the two around it, the one Otava's own t-test finds weaker on its neighbours), then a change
+    smaller than ``floor`` (relative), the smallest first, and each change left is tested again, by the same test,
+    between the levels now around it; one that is no longer significant at ``max_pvalue`` is dropped too, the
+    weakest first. Returns each change's index and stats. (Otava's own ``min_magnitude`` is not this floor: its
+    merge keeps a change that passes either the p-value or the magnitude, it measures the larger of the change
+    forward and backward, and the changes this loop re-tests after dropping a short level would escape it.)"""
     from otava.analysis import TTestSignificanceTester
 
     tester, n, cps = TTestSignificanceTester(max_pvalue), len(values), sorted(found)
@@ -110,6 +143,10 @@ def levels(values: list[float], found: list[int], max_pvalue: float) -> list[tup
             around = [i for i in (bounds[short], bounds[short + 1]) if i in stats]
             cps.remove(max(around, key=lambda i: stats[i].pvalue))
             continue
+        small = [i for i in cps if abs(relative(stats[i])) < floor]
+        if small:
+            cps.remove(min(small, key=lambda i: abs(relative(stats[i]))))
+            continue
         weakest = max(cps, key=lambda i: stats[i].pvalue)
         if stats[weakest].pvalue < max_pvalue:
             break
@@ -124,27 +161,30 @@ def series_changes(key: tuple, pts: list[dict[str, Any]], max_pvalue: float = MA
     n = len(values)
     if n < 3:
         return []
-    found, _ = compute_change_points(values, max_pvalue=max_pvalue)  # Otava's window (50 runs), no magnitude floor
-    kept = levels(values, [int(c.index) for c in found], max_pvalue)
+    found, _ = compute_change_points(values, max_pvalue=max_pvalue)  # Otava's window (50 runs); the floor: levels
+    spread = noise(values)
+    kept = levels(values, [int(c.index) for c in found], max_pvalue, FLOOR_NOISES * spread)
     bounds = [0, *(i for i, _ in kept), n]
     out = []
     for k, (i, st) in enumerate(kept):
         n1, n2 = i - bounds[k], bounds[k + 2] - i
         low, high = interval(st, n1, n2, max_pvalue)
-        change = st.mean_2 / st.mean_1 - 1 if st.mean_1 else math.inf
+        change = relative(st)
         worse = change > 0 if pts[i]["direction"] == "max" else change < 0
         p = pts[i]
         out.append(Change(dict(zip(SERIES_COLUMNS, key)), i + 1, n, p["commit"], p["release"], p["time"], p["report"],
                           float(st.mean_1), float(st.mean_2), float(change), float(low), float(high),
-                          float(st.pvalue), bool(worse), i >= n - newest_runs(n)))
+                          float(st.pvalue), spread, FLOOR_NOISES * spread, bool(worse), i >= n - newest_runs(n)))
     return out
 
 
 def find_changes(points: list[dict[str, Any]], order: str = "time", max_pvalue: float = MAX_PVALUE,
                  figure: str | None = None) -> list[Change]:
-    """Every change point of every series (of one figure where given), series by series."""
+    """Every change point of every series (of one figure where given), series by series; none in a series of a
+    wall-clock figure of runs timed in CPU time (``clocks.wall_clock``: ``clocks.unjudged`` reports those)."""
     out = []
-    for key, pts in sorted(group_series(points, order).items()):
-        if figure is None or key[0] == figure:
+    series = group_series(points, order)
+    for key, pts in sorted(series.items()):
+        if (figure is None or key[0] == figure) and not wall_clock(key, series.keys()):
             out += series_changes(key, pts, max_pvalue)
     return out

@@ -45,12 +45,14 @@ def store_points(store: str | None) -> tuple[list, list]:
 
 def cmd_changes(args: argparse.Namespace) -> int:
     from harness.history.changes import find_changes
+    from harness.history.clocks import summary, unjudged
     from harness.history.store import SERIES_COLUMNS
 
     from harness.history.trend import MIN_RELEASES, find_trends
 
     pts, _ = store_points(args.store)
     changes = find_changes(pts, args.order, args.max_pvalue, args.figure)
+    left = unjudged(pts, args.figure)
     regressions = [c for c in changes if c.regression and c.newest]
     # a drift across releases: only in release order (a series of one release has no release trend)
     trends = find_trends(pts, args.max_pvalue, args.figure) if args.order == "release" else []
@@ -58,12 +60,15 @@ def cmd_changes(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"order": args.order, "max_pvalue": args.max_pvalue, "changes": [c.to_dict() for c in changes],
                           "newest_regressions": len(regressions), "trends": [t.to_dict() for t in trends],
-                          "regression_trends": len(worse)}, indent=2))
+                          "regression_trends": len(worse), "not_judged": [n.to_dict() for n in left]}, indent=2))
     else:
         series = len({tuple(p[k] for k in SERIES_COLUMNS) for p in pts if args.figure in (None, p["figure"])})
+        series -= sum(n.series for n in left)
         print(f"{len(changes)} change points in {series} series ({len(regressions)} regressions in the newest runs)")
         for c in changes:
             print(("! " if c.regression and c.newest else "  ") + c.describe())
+        if left:
+            print(summary(left))
         if args.order == "release":
             print(f"{len(trends)} trends across releases ({len(worse)} regressions; series of at least {MIN_RELEASES} "
                   "releases tested)")
@@ -73,6 +78,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
+    from harness.history.clocks import NotJudged, summary
     from harness.history.gate import MIN_HISTORY, judge
     from harness.history.records import read_source
 
@@ -84,16 +90,22 @@ def cmd_gate(args: argparse.Namespace) -> int:
     # the run itself, if it was added already, is not its own history
     judged = judge(source.runs[0], [p for p in pts if p["source_hash"] != source.content_hash], args.max_pvalue)
     worse = [j for j in judged if j.regression]
-    unjudged = [j for j in judged if j.history < MIN_HISTORY]
+    clock = [j for j in judged if j.wall_clock]
+    unjudged = [j for j in judged if j.history < MIN_HISTORY and not j.wall_clock]
+    names = sorted({j.series["figure"] for j in clock})
+    left = [NotJudged(f, sum(j.series["figure"] == f for j in clock)) for f in names]
     if args.json:
-        print(json.dumps({"judged": [j.to_dict() for j in judged], "regressions": len(worse),
-                          "not_judged": len(unjudged)}, indent=2))
+        print(json.dumps({"judged": [j.to_dict() for j in judged if not j.wall_clock], "regressions": len(worse),
+                          "without_history": len(unjudged), "not_judged": [n.to_dict() for n in left]}, indent=2))
     else:
         for j in judged:
-            if j.regression or args.verbose:
+            if j.regression or (args.verbose and not j.wall_clock):
                 print(j.describe())
-        print(f"{len(judged) - len(unjudged)} figures judged against their history, {len(worse)} regressions; "
-              f"{len(unjudged)} not judged (fewer than {MIN_HISTORY} runs of history: the fixed thresholds gate them)")
+        print(f"{len(judged) - len(unjudged) - len(clock)} figures judged against their history, {len(worse)} "
+              f"regressions; {len(unjudged)} not judged (fewer than {MIN_HISTORY} runs of history: the fixed "
+              "thresholds gate them)")
+        if left:
+            print(summary(left))
     return 1 if worse else 0
 
 

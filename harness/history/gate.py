@@ -1,7 +1,8 @@
 """A new run judged against the recent history of the same series (Bencher's and conbench's way): each
 figure against the runs since its series' last change point, by the t prediction interval of one more
 run from that history, at 1 - max_pvalue. The width is the history's own noise; a series with fewer
-than ``MIN_HISTORY`` runs is not judged here, and says so: the fixed thresholds gate it as before."""
+than ``MIN_HISTORY`` runs is not judged here, and says so: the fixed thresholds gate it as before. Nor is a
+wall-clock figure of a run timed in CPU time (``harness.history.clocks``): it is reported as not judged."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 from scipy.stats import t as student_t
 
 from harness.history.changes import MAX_PVALUE, group_series, series_changes
+from harness.history.clocks import WHY, wall_clock
 from harness.history.records import Run
 from harness.history.store import SERIES_COLUMNS
 
@@ -29,11 +31,14 @@ class Judged:
     low: float | None  # the prediction interval of one more run from the history
     high: float | None
     regression: bool
+    wall_clock: bool = False  # a wall-clock figure of a run timed in CPU time: not judged (clocks.wall_clock)
 
     def describe(self) -> str:
         s = self.series
         name = (f"{s['figure']} of {s['benchmark']} {s['model']}/{s['shape']} {s['backend']} on {s['hardware']} "
                 f"({s['timer']} time)")
+        if self.wall_clock:
+            return f"{name}: {self.value:.4g}, not judged: {WHY}"
         if self.history < MIN_HISTORY:
             return f"{name}: {self.value:.4g}, not judged: {self.history} runs of history (needs {MIN_HISTORY})"
         word = "REGRESSION" if self.regression else "ok"
@@ -60,11 +65,16 @@ def recent(pts: list[dict[str, Any]], key: tuple, max_pvalue: float) -> list[flo
 
 
 def judge(run: Run, points: list[dict[str, Any]], max_pvalue: float = MAX_PVALUE) -> list[Judged]:
-    """Each figure of ``run`` against its series' history in ``points`` (which must not hold the run)."""
+    """Each figure of ``run`` against its series' history in ``points`` (which must not hold the run); a wall-clock
+    figure of a CPU-timed run is returned unjudged, ``wall_clock`` set (its history counted as 0 runs)."""
     series = group_series(points)
+    keys = {tuple(getattr(f, k) for k in SERIES_COLUMNS) for f in run.figures}
     out = []
     for f in run.figures:
         key = tuple(getattr(f, k) for k in SERIES_COLUMNS)
+        if wall_clock(key, keys):
+            out.append(Judged(dict(zip(SERIES_COLUMNS, key)), f.value, 0, None, None, None, False, True))
+            continue
         history = recent(series[key], key, max_pvalue) if key in series else []
         if len(history) < MIN_HISTORY:
             out.append(Judged(dict(zip(SERIES_COLUMNS, key)), f.value, len(history), None, None, None, False))

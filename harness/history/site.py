@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.core.storage import atomic_dir
 from harness.history.changes import Change, group_series
+from harness.history.clocks import WHY, wall_clock
 from harness.history.store import SERIES_COLUMNS
 from harness.history.trend import Trend
 
@@ -137,14 +138,16 @@ def index_page(points: list[dict[str, Any]], changes: list[Change], checks: list
              f"<td class=\"{esc(c['verdict'])}\">{esc(c['verdict'])}</td><td>{len(c['reasons'])}</td></tr>"
              for c in checks]
     body += ["</table>"] + (trend_table(list(trend_of.values())) if order == "release" else []) + ["<h2>Trends</h2>"]
-    for key, pts in sorted(group_series(points, order).items()):
+    series = group_series(points, order)
+    for key, pts in sorted(series.items()):
         if len(pts) < min_runs:
             continue
         s = dict(zip(SERIES_COLUMNS, key))
+        judged = f'; <span class="not-judged">not judged: {esc(WHY)}</span>' if wall_clock(key, series.keys()) else ""
         body += [f'<section class="series"><h3>{esc(s["figure"])}: {esc(s["benchmark"])}</h3>',
                  f"<p>{esc(s['model'])}/{esc(s['shape'])}, {esc(s['backend'])} {esc(s['dtype'])} on {esc(s['hardware'])}, "
                  f"{esc(s['timer'])} time; "
-                 f"{len(pts)} runs; {len(by_series[key])} change point{'' if len(by_series[key]) == 1 else 's'}</p>",
+                 f"{len(pts)} runs; {len(by_series[key])} change point{'' if len(by_series[key]) == 1 else 's'}{judged}</p>",
                  chart(key, pts, by_series[key], trend_of.get(key), order == "release"), "</section>"]
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>carbon-harness history</title>'
             f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n")

@@ -6,6 +6,7 @@ version is as the run wrote it, except that a drift file's NxDI version is set t
 release K, and ``carbon_harness.planted`` says what was planted.
 
     python -m tests.unit.history.make_quiet_fixtures RAW_DIR   # RAW_DIR/{aa,step,drift}/*.json
+    python -m tests.unit.history.make_quiet_fixtures --aa RAW_AA_DIR NAME   # fixtures/history/NAME/aa: another A/A
 """
 
 from __future__ import annotations
@@ -52,7 +53,16 @@ def write(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")
 
 
+def write_aa(raw: Path, name: str) -> None:
+    """Another A/A of the same command (no plant), trimmed alike, as ``fixtures/history/NAME/aa/run-NN.json``."""
+    for p in sorted(raw.glob("run-*.json")):
+        write(OUT.parent / name / "aa" / p.name, trim(json.loads(p.read_text())))
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--aa"]:
+        write_aa(Path(argv[1]), argv[2])
+        return 0
     raw = Path(argv[0])
     for p in sorted((raw / "aa").glob("run-*.json")):
         write(OUT / "aa" / p.name, trim(json.loads(p.read_text())))

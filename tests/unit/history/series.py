@@ -37,12 +37,16 @@ def planted(out: Path, factor: Callable[[int], float], figures: tuple[str, ...] 
             release: Callable[[int], str] | None = None, runs: int | None = None) -> list[Path]:
     """The real runs in their order, run ``i`` (from 1) with ``figures`` scaled by ``factor(i)`` and, with
     ``release``, its NxDI version (``neuronx-distributed-inference``) set to ``release(i)``; written as
-    ``out/run-NN.json``."""
+    ``out/run-NN.json``. A benchmark whose scaled figure is its timed rounds' median (test_cte's and test_tkg's
+    ``*_ms_p50``) has its rounds' ``stats`` scaled alike: they are the same rounds (records.round_minimums)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, data in enumerate(real_runs()[:runs], 1):
         data = copy.deepcopy(data)
         for b in data["benchmarks"]:
+            if any(math.isclose(b["extra_info"].get(k, math.nan), 1000 * b["stats"]["median"], rel_tol=1e-9)
+                   for k in figures):
+                b["stats"] = {k: v * factor(i) if k in ("min", "median", "mean") else v for k, v in b["stats"].items()}
             for k in figures:
                 if isinstance(b["extra_info"].get(k), (int, float)):
                     b["extra_info"][k] *= factor(i)

@@ -10,9 +10,10 @@ from tests.unit.history.needs import require
 require()
 
 from harness.cli import main  # noqa: E402
+from harness.history.clocks import wall_clock  # noqa: E402
 from harness.history.gate import MIN_HISTORY, judge, prediction_interval  # noqa: E402
 from harness.history.records import run_of  # noqa: E402
-from harness.history.store import add, connected, points  # noqa: E402
+from harness.history.store import SERIES_COLUMNS, add, connected, points  # noqa: E402
 from tests.unit.history import series  # noqa: E402
 
 
@@ -28,7 +29,13 @@ def test_a_new_run_twice_as_slow_as_its_history_is_a_regression(sqlite_url, tmp_
     doc = json.loads(capsys.readouterr().out)
     worse = {(j["series"]["benchmark"].split("::")[-1], j["series"]["figure"]) for j in doc["judged"] if j["regression"]}
     assert ("test_tkg[carbon-tiny-smoke]", "tkg_ms_p50") in worse
-    assert all(j["series"]["figure"].endswith("_ms_p50") for j in doc["judged"] if j["regression"])
+    # the planted figures (the TKG and CTE rounds' median, and so their fastest round): the rounds' own timer
+    assert all(j["series"]["figure"].endswith(("_ms_p50", "_ms_min")) for j in doc["judged"] if j["regression"])
+    # the wall-clock figures of this CPU-timed run (the e2e test's, load_s, the roofline): reported, not judged
+    left = {n["figure"]: n["series"] for n in doc["not_judged"]}
+    assert left["load_s"] == 3 and left["tkg_roofline_fraction"] == 2 and left["e2e_ms_p50"] == 1
+    assert not {j["series"]["figure"] for j in doc["judged"]} & set(left) - {"cte_ms_p50", "tkg_ms_p50", "cte_ms_p99",
+                                                                             "tkg_ms_p99"}
 
 
 def test_a_new_run_like_its_history_passes(sqlite_url, tmp_path, capsys):
@@ -43,7 +50,12 @@ def test_without_history_nothing_is_judged_and_the_output_says_so(sqlite_url, tm
     _, new = history_and_new(tmp_path, 2.0)
     assert main(["history", "gate", str(new), "--store", sqlite_url]) == 0
     run = run_of(new)
-    assert f"{len(run.figures)} not judged (fewer than {MIN_HISTORY} runs of history" in capsys.readouterr().out
+    keys = {tuple(getattr(f, k) for k in SERIES_COLUMNS) for f in run.figures}
+    clock = sum(wall_clock(k, keys) for k in keys)
+    assert clock == 32  # the e2e test's figures, each test's load_s, the rooflines (harness.history.clocks)
+    out = capsys.readouterr().out
+    assert f"{len(run.figures) - clock} not judged (fewer than {MIN_HISTORY} runs of history" in out
+    assert out.splitlines()[-1].startswith("not judged: bp_per_s (1 series), cte_ms_p50 (1 series)")
 
 
 def test_the_history_since_the_last_change_point_is_the_baseline(sqlite_url, tmp_path):
@@ -71,7 +83,9 @@ def test_the_plugins_carbon_history_judges_the_written_run(sqlite_url, tmp_path)
     lines, worse = judge_lines(sqlite_url, new)
     assert worse and any("tkg_ms_p50 of tests/perf/test_latency.py::test_tkg" in line and "REGRESSION" in line
                          for line in lines)
-    assert lines[-1].startswith("carbon-harness: history: ") and "0 without history" in lines[-1]
+    # the plugin counts the wall-clock figures it leaves unjudged with those without history (the fixed thresholds
+    # gate both)
+    assert lines[-1].startswith("carbon-harness: history: 7 figures judged") and "32 without history" in lines[-1]
     same = series.planted(tmp_path / "same", lambda i: 1.0)[19]
     assert judge_lines(sqlite_url, same)[1] is False
 

@@ -19,7 +19,9 @@ require()
 
 from harness.cli import main  # noqa: E402
 from harness.core.paths import FIXTURES_DIR  # noqa: E402
-from harness.history.changes import MAX_PVALUE, find_changes  # noqa: E402
+from harness.history.changes import FLOOR_NOISES, MAX_PVALUE, find_changes  # noqa: E402
+from harness.history.changes import noise as run_to_run  # noqa: E402
+from harness.history.clocks import unjudged  # noqa: E402
 from harness.history.store import add, connected, points  # noqa: E402
 
 RUNS = FIXTURES_DIR / "history" / "cpu-time"
@@ -75,16 +77,15 @@ def bandwidth(path: Path) -> float:
     return json.loads(path.read_text())["carbon_harness"]["hardware"]["memory_bandwidth_gbps"]
 
 
-def test_aa_twenty_real_runs_no_change_point_in_any_time_figure(sqlite_url):
-    """The one change the A/A has is in ``tkg_roofline_fraction``, whose denominator is the memory bandwidth
-    each session measures once by an array copy (harness.core.hardware): under the load of runs 19 and 20
-    (load average 14-15) it read half what it read before, and the fraction doubled. The history is right
-    that the figure moved; the figure measures the neighbours' load on a CPU, not the code."""
+def test_aa_twenty_real_runs_no_change_point_and_the_roofline_reported_not_judged(sqlite_url):
+    """By Otava's test alone the A/A had one change, in ``tkg_roofline_fraction`` at run 19: its denominator is the
+    memory bandwidth each session measures by an array copy timed in wall time (harness.core.hardware), which read half
+    what it read before under the load of runs 19 and 20 (load average 14-15), and the fraction doubled. It measures
+    the neighbours' load, not the code: in these CPU-timed runs it is not judged, and is reported so."""
     add(sqlite_url, aa_runs())
-    found = changes_of(sqlite_url)
-    assert not [c for c in found if "_ms_" in c.series["figure"]], "\n".join(c.describe() for c in found)
-    (c,) = found
-    assert c.series["figure"] == "tkg_roofline_fraction" and c.index == 19 and not c.regression
+    assert changes_of(sqlite_url) == []
+    with connected(sqlite_url) as conn:
+        assert [(n.figure, n.series) for n in unjudged(points(conn))] == [("tkg_roofline_fraction", 1)]
     before = statistics.median(map(bandwidth, aa_runs()[:18]))
     assert all(bandwidth(p) < 0.6 * before for p in aa_runs()[18:])
 
@@ -92,25 +93,23 @@ def test_aa_twenty_real_runs_no_change_point_in_any_time_figure(sqlite_url):
 SPIN_MS_PER_1000 = 0.0092  # sum(range(1000)) in CPU time on this box (fixtures/history/README.md)
 
 
-@pytest.mark.parametrize(("kind", "count"), [("step", 30000), ("step10", 11500)])
-def test_a_planted_step_from_run_11_is_found_there_but_its_size_is_the_machines(sqlite_url, capsys, kind, count):
-    """The spin adds ``count`` x 9.2 us of CPU to every TKG step (0.28 ms, 10% of the A/A's fastest round, for
-    ``step``; 0.11 ms, 3.8%, for ``step10``, the control). Both are found at run 11 +- 1, and both read about
-    +20-26%: the runs after the A/A were slower whatever was planted (their CTE too), so a plant made in
-    sequence cannot be told from the load moving (docs/history.md: the drift's releases were interleaved)."""
-    paths = step_runs(kind)
-    level = statistics.median(map(figure, paths[:10]))
-    nominal = count / 1000 * SPIN_MS_PER_1000 / level
-    add(sqlite_url, paths)
-    found = [c for c in changes_of(sqlite_url, figure_name=CHOSEN) if c.series["benchmark"].endswith(TKG)]
-    assert len(found) == 1, [c.describe() for c in found]
-    (c,) = found
-    assert abs(c.index - 11) <= 1 and c.regression and c.runs == 20
-    assert c.low <= 0.10 <= c.high if kind == "step" else c.low > nominal, (nominal, c.describe())
-    cte = [c for c in changes_of(sqlite_url, figure_name="cte_ms_p50") if c.regression]
-    assert cte and cte[0].change > 0.15  # the prefill, which the spin adds as little to, moved as much
-    assert main(["history", "changes", "--store", sqlite_url, "--figure", CHOSEN]) == 0  # not among the newest
-    assert "tkg_ms_min +" in capsys.readouterr().out
+@pytest.mark.parametrize(("kind", "tkg"), [("step", []), ("step10", [("tkg_ms_p50", 11)])])
+def test_a_planted_step_under_this_load_is_not_told_from_the_load(sqlite_url, capsys, kind, tkg):
+    """The spin adds 30,000 x 9.2 us = 0.28 ms of CPU to every TKG step (10% of the A/A's fastest round) for ``step``,
+    11,500 x 9.2 us = 0.11 ms (3.8%) for ``step10``, the control. Otava's test finds ``tkg_ms_min`` up from run 12
+    in ``step`` (+21%), but at 9.8% noise a run that is 2.1 noises, under the floor; and the control's TKG median
+    rose +21% from run 11, and the CTE, to which the spin adds as little, 18-24% in both: the runs after the A/A
+    were slower whatever was planted, so a plant made in sequence cannot be told from the load moving
+    (docs/history.md: the drift's releases were interleaved; the quiet box finds the step)."""
+    add(sqlite_url, step_runs(kind))
+    found = changes_of(sqlite_url)
+    assert [(c.series["figure"], c.index) for c in found if c.series["benchmark"].endswith(TKG)] == tkg
+    cte = [c for c in found if "test_cte" in c.series["benchmark"]]
+    assert cte and all(c.regression and c.change > 0.15 and abs(c.change) >= c.floor for c in cte)
+    (raw,) = [r for r in raw_changes(sqlite_url) if r["figure"] == CHOSEN]  # Otava's test alone: under the floor
+    assert raw["change"]["value"] > 20 and raw["ratio"] < FLOOR_NOISES
+    assert main(["history", "changes", "--store", sqlite_url, "--figure", CHOSEN]) == 0
+    assert capsys.readouterr().out.startswith("0 change points in 1 series")
 
 
 def release_median(k: int) -> float:
@@ -199,16 +198,16 @@ def test_the_quiet_fixtures_are_the_runs_the_docs_describe():
     assert not any(json.loads(p.read_text())["carbon_harness"]["load"]["loaded"] for p in quiet("aa") + quiet("drift"))
 
 
-def test_quiet_aa_no_change_in_any_tkg_figure_and_no_trend_across_releases(sqlite_url, tmp_path):
-    """20 runs of the same code: no change point in a TKG figure. One in ``cte_ms_min``, an improvement at run 9
-    (the prefill's fastest of 15 rounds 6% quicker from there on: the quiet box's own level moving). Read as five
-    releases of four runs in their order, no trend in any figure."""
+def test_quiet_aa_no_change_point_and_no_trend_across_releases(sqlite_url, tmp_path):
+    """20 runs of the same code: no change point. Otava's test alone finds one in ``cte_ms_min``, an improvement at
+    run 9 (the prefill's fastest of 15 rounds 6% quicker from there on: the quiet box's own level moving), 2.12 times
+    the series' run-to-run noise: under the floor (2.5). Read as five releases of four runs in their order, no trend
+    in any figure."""
     add(sqlite_url, quiet("aa"))
-    found = changes_of(sqlite_url)
-    assert not [c for c in found if c.series["figure"].startswith("tkg_")], "\n".join(c.describe() for c in found)
-    (c,) = found
-    assert (c.series["figure"], c.index, c.regression) == ("cte_ms_min", 9, False)
-    assert round(100 * c.change, 1) == QUIET_SUMMARY["aa"]["cte_change"]["value"]
+    assert changes_of(sqlite_url) == []
+    (raw,) = raw_changes(sqlite_url)
+    held = QUIET_SUMMARY["aa"]["cte_change"]["value"]
+    assert (raw["figure"], raw["run"], raw["change"]["value"]) == ("cte_ms_min", 9, held)
     assert round(100 * noise(quiet("aa"), CHOSEN), 1) == QUIET_SUMMARY["aa"]["tkg_ms_min_noise"]["value"]
     assert round(statistics.median(map(figure, quiet("aa"))), 2) == QUIET_SUMMARY["aa"]["tkg_ms_min_median"]["value"]
     url = sqlite_url.replace("history.sqlite", "aa-releases.sqlite")
@@ -247,12 +246,12 @@ def test_quiet_drift_of_three_percent_a_release_is_a_trend_by_the_fourth_release
                                                                             ("per_release", "low", "high")]
     assert f"{t.pvalue:.2g}" == held["p"]
     assert [round(x, 3) for x in (t.first, t.last)] == [held["first"]["value"], held["last"]["value"]]
-    # Otava finds a step in it as well, ordered by release (inside release 2's runs by the 4th, at release 3's first
-    # with all five), not among the newest runs
-    (c,) = changes_of(store_url, "release", CHOSEN)
-    assert (c.index, c.regression, c.newest) == (held["change_run"], True, False)
-    assert [round(100 * x, 1) for x in (c.change, c.low, c.high)] == [held[k]["value"] for k in
-                                                                      ("change", "change_low", "change_high")]
+    # Otava's test alone finds a step in it as well, ordered by release (inside release 2's runs by the 4th, at
+    # release 3's first with all five), but under the floor: 1.73 and 1.34 times the series' noise. No change point.
+    (raw,) = [r for r in raw_changes(store_url, "release") if r["figure"] == CHOSEN]
+    assert (raw["run"], raw["change"], raw["noise"], raw["ratio"]) == (held["change_run"], held["change"],
+                                                                      held["change_noise"], held["ratio"])
+    assert raw["ratio"] < FLOOR_NOISES and changes_of(store_url, "release", CHOSEN) == []
     capsys.readouterr()
     assert main(["history", "changes", "--store", store_url, "--order", "release", "--figure", CHOSEN, "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
@@ -268,3 +267,72 @@ def test_the_quiet_drifts_pairwise_checks_pass_or_are_inconclusive_each_interval
     assert [c["verdict"] for c in checks.values()] == ["INCONCLUSIVE", "PASS", "PASS", "INCONCLUSIVE"]
     for c in checks.values():
         assert c["tkg_ms_p50_low"]["value"] < 0 < 3.0 < c["tkg_ms_p50_high"]["value"], c
+
+
+# What the history judges (docs/history.md): the clock rule and the floor on each real A/A and step. ``raw`` is what
+# Otava's test alone found (levels of two runs at least, before either rule: harness.history.changes.levels with no
+# floor, over every series, the wall-clock ones included), each with its series' noise and their ratio.
+HISTORY = FIXTURES_DIR / "history"
+JUDGES = QUIET_SUMMARY["judges"]
+
+
+def judged_runs(where: str) -> list[Path]:
+    """A series of JUDGES by its "dir"; the loaded steps are runs 11-20 of cpu-time's A/A and then the planted runs."""
+    if where.startswith("cpu-time/step"):
+        return step_runs(where.split("/")[1])
+    return sorted((HISTORY / where).glob("run-*.json"))
+
+
+def raw_changes(url: str, order: str = "time") -> list[dict]:
+    from otava.analysis import compute_change_points
+
+    from harness.history.changes import group_series, levels, relative
+
+    with connected(url) as conn:
+        series = group_series(points(conn), order)
+    out = []
+    for key, pts in sorted(series.items()):
+        values = [float(p["value"]) for p in pts]
+        found, _ = compute_change_points(values, max_pvalue=MAX_PVALUE)
+        for i, st in levels(values, [int(c.index) for c in found], MAX_PVALUE, floor=0.0):
+            spread = run_to_run(values)
+            out.append({"figure": key[0], "run": i + 1, "change": {"value": round(100 * relative(st), 1), "unit": "%"},
+                        "noise": {"value": round(100 * spread, 1), "unit": "%"},
+                        "ratio": round(abs(relative(st)) / spread, 2)})
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(JUDGES["aa"]))
+def test_each_real_aa_has_no_change_point_under_the_clock_rule_and_the_floor(sqlite_url, capsys, name):
+    """Four A/As of the same command, 20 runs each: quiet (nothing else running), beside the project's CI (load
+    2.5-3.4), loaded (9.8-19), and under a busy-loop neighbour switched on and off five runs at a time. Otava's test
+    alone finds a change in three: a wall-clock figure of these CPU-timed runs (load_s, the roofline), or a change
+    2.12 times the series' noise (the quiet box's prefill level moving); with the rules, none."""
+    held = JUDGES["aa"][name]
+    paths = judged_runs(held["dir"])
+    assert len(paths) == 20
+    add(sqlite_url, paths)
+    assert raw_changes(sqlite_url) == held["raw"]
+    assert changes_of(sqlite_url) == []
+    assert main(["history", "changes", "--store", sqlite_url]) == 0
+    out = capsys.readouterr().out
+    # every one measured its bandwidth (a CPU): the roofline is reported, not judged
+    assert out.startswith("0 change points in ") and "not judged: " in out and "tkg_roofline_fraction (1 series)" in out
+    assert round(100 * run_to_run([figure(p) for p in paths]), 1) == held["tkg_ms_min_noise"]["value"]
+    loads = [json.loads(p.read_text())["carbon_harness"]["load"]["loadavg"][0] for p in paths]
+    assert f"{min(loads):.1f}-{max(loads):.1f}" == held["load"]
+
+
+@pytest.mark.parametrize("name", sorted(JUDGES["steps"]))
+def test_each_real_step_keeps_the_changes_at_least_the_floor_times_its_noise(sqlite_url, name):
+    """The quiet step (the spin from run 11): Otava's test finds ``tkg_ms_min`` +14.5% at 3.12 noises, kept, and
+    ``cte_ms_min`` +12.4% at 2.05 (the spin runs before the prefill's forward too), dropped: the floor's price. The
+    loaded steps (cpu-time, confounded with the load moving): what is kept is what is at least 2.5 noises."""
+    held = JUDGES["steps"][name]
+    add(sqlite_url, judged_runs(held["dir"]))
+    assert raw_changes(sqlite_url) == held["raw"]
+    kept = [(r["figure"], r["run"]) for r in held["raw"] if r["ratio"] >= FLOOR_NOISES and r["figure"] not in
+            ("load_s", "tkg_roofline_fraction")]
+    found = changes_of(sqlite_url)
+    assert [(c.series["figure"], c.index) for c in found] == kept == [tuple(k) for k in held["kept"]]
+    assert all(math.isclose(c.floor, FLOOR_NOISES * c.noise) and abs(c.change) >= c.floor for c in found)
