@@ -21,8 +21,8 @@ require()
 from harness.cli import main  # noqa: E402
 from harness.core.paths import FIXTURES_DIR  # noqa: E402
 from harness.history.changes import (FLOOR_NOISES, MASD_SIGMA, MAX_PVALUE, find_changes, levels, noise,  # noqa: E402
-                                     series_changes)
-from harness.history.clocks import CPU_TIMERS, WHY, unjudged, wall_clock  # noqa: E402
+                                     relative, series_changes)
+from harness.history.clocks import WHY, unjudged, wall_clock  # noqa: E402
 from harness.history.store import SERIES_COLUMNS, add, connected, points  # noqa: E402
 
 HISTORY = FIXTURES_DIR / "history"
@@ -35,7 +35,7 @@ def key(figure: str, timer: str = "cpu", hardware: str = "cpu") -> tuple:
     return tuple(s[k] for k in SERIES_COLUMNS)
 
 
-@pytest.mark.parametrize("timer", CPU_TIMERS)
+@pytest.mark.parametrize("timer", ["cpu", "thread-cpu"])  # records.TIMERS' names of process_time and thread_time
 @pytest.mark.parametrize(("figure", "hardware", "siblings", "wall"), [
     ("load_s", "cpu", (), True),  # perf_counter around the engine's load, always
     ("load_s", "trn2.3xlarge", ("tkg_ms_min",), True),
@@ -88,6 +88,8 @@ def test_load_s_of_cpu_timed_runs_is_not_judged_and_reported_once_and_the_same_i
     add(wall, relabelled(ci_load(), tmp_path / "wall", "perf_counter", load_s_from=11))
     assert main(["history", "changes", "--store", cpu]) == 0
     out = capsys.readouterr().out
+    # 9 series, 3 of them not judged: the 6 judged are counted
+    assert out.startswith("0 change points in 6 series (0 regressions in the newest runs)\n")
     assert "load_s" not in out.split("not judged: ")[0] and out.count("not judged: ") == 1
     assert (f"not judged: load_s (2 series), tkg_roofline_fraction (1 series), 3 series: {WHY}\n") in out
     assert main(["history", "changes", "--store", cpu, "--json"]) == 0
@@ -202,3 +204,14 @@ def test_the_page_draws_a_series_not_judged_and_says_so(tmp_path):
     assert said["load_s"] and said["tkg_roofline_fraction"] and not said["tkg_ms_min"] and not said["cte_ms_p50"]
     assert all('class="change"' not in s for s in sections)  # load_s doubled from run 11: drawn, not marked
     assert sum("load_s" in s.split("</h3>")[0] for s in sections) == 2
+
+
+def test_the_smallest_change_under_the_floor_is_dropped_first_and_the_rest_tested_again():
+    """Three levels, 10, 5 and 10 runs, two steps of 1.5 and 2.0 noises: neither is kept, but dropping the smaller
+    first leaves the larger between the levels now around it, 2.9 noises (the first ten runs against the last ten,
+    the five between counted with the first): kept there, at run 16, not at run 11."""
+    values = [100 * (1 + 0.03 * (i >= 10) + 0.04 * (i >= 15)) + (-1) ** i for i in range(25)]
+    spread = noise(values)
+    assert [round(relative(st) / spread, 2) for _, st in levels(values, [10, 15], MAX_PVALUE)] == [1.59, 1.83]
+    ((i, st),) = levels(values, [10, 15], MAX_PVALUE, FLOOR_NOISES * spread)
+    assert i == 15 and round(relative(st) / spread, 2) == 2.91
