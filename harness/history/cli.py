@@ -78,7 +78,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from harness.history.clocks import NotJudged, summary
+    from harness.history.clocks import left_out, summary
     from harness.history.gate import MIN_HISTORY, judge
     from harness.history.records import read_source
 
@@ -90,16 +90,15 @@ def cmd_gate(args: argparse.Namespace) -> int:
     # the run itself, if it was added already, is not its own history
     judged = judge(source.runs[0], [p for p in pts if p["source_hash"] != source.content_hash], args.max_pvalue)
     worse = [j for j in judged if j.regression]
-    clock = [j for j in judged if j.wall_clock]
-    unjudged = [j for j in judged if j.history < MIN_HISTORY and not j.wall_clock]
-    names = sorted({j.series["figure"] for j in clock})
-    left = [NotJudged(f, sum(j.series["figure"] == f for j in clock)) for f in names]
+    clock = [j for j in judged if j.not_judged]
+    unjudged = [j for j in judged if j.history < MIN_HISTORY and not j.not_judged]
+    left = left_out((j.series["figure"], j.not_judged) for j in clock)
     if args.json:
-        print(json.dumps({"judged": [j.to_dict() for j in judged if not j.wall_clock], "regressions": len(worse),
+        print(json.dumps({"judged": [j.to_dict() for j in judged if not j.not_judged], "regressions": len(worse),
                           "without_history": len(unjudged), "not_judged": [n.to_dict() for n in left]}, indent=2))
     else:
         for j in judged:
-            if j.regression or (args.verbose and not j.wall_clock):
+            if j.regression or (args.verbose and not j.not_judged):
                 print(j.describe())
         print(f"{len(judged) - len(unjudged) - len(clock)} figures judged against their history, {len(worse)} "
               f"regressions; {len(unjudged)} not judged (fewer than {MIN_HISTORY} runs of history: the fixed "

@@ -60,6 +60,20 @@ WALL_CLOCK: dict[str, str] = {
 # clock: valid_dna_fraction, spec_acceptance_rate, spec_tokens_per_step, completed, failed.
 WHY = ("wall-clock figure of runs timed in CPU time: it measures the runner's load; time the runs in wall time on a "
        "dedicated runner to judge it")
+# A typical round's CPU time, and what is derived from it, in runs timed in CPU time: judged by the fastest round
+# ({prefix}_ms_min) instead. CPU time keeps a neighbour's own work out of a figure, not what it costs the run when
+# the runner has no idle CPU: each preemption refills the caches inside the run's CPU time, and how many rounds
+# that reaches moves with the neighbours. fixtures/history/contended/aa (2026-11-29; two busy neighbours on both
+# CPUs of the 2-CPU runner in runs 5-8 and 17-20, the run itself getting 0.3-0.6 of a CPU there, about 1.0 elsewhere):
+# tkg_ms_p50 +8.4% and tkg_ms_p99 +23.9% at run 17 of 20, each over 3 times its noise, exit 1 with the same code,
+# while the fastest round, the one no preemption reached, moved +4.2% (2.0 times its noise; Otava's test alone found
+# no change in it). With the two neighbours in runs 9-14 and 18-20 (contended-mid/aa) a typical round moved less
+# (tkg_ms_p99 +10.7% at run 17, 1.81 noises); with them drawn per run (random-load/aa), not at all.
+CONTENDED = ("cte_ms_p50", "cte_ms_p99", "tkg_ms_p50", "tkg_ms_p99", "tkg_roofline_fraction")
+WHY_CONTENDED = ("a typical round's CPU time moves with the runner's contention (each preemption refills the caches "
+                 "inside it): judged by the fastest round, cte_ms_min / tkg_ms_min; time the runs in wall time on a "
+                 "dedicated runner to judge it")
+REASONS = (WHY, WHY_CONTENDED)  # the order they are reported in
 
 
 @dataclass(frozen=True)
@@ -100,29 +114,52 @@ def wall_clock(key: tuple, keys: Collection[tuple]) -> bool:
     return rounds not in keys
 
 
+def why_not_judged(key: tuple, keys: Collection[tuple]) -> str | None:
+    """Why the series ``key`` is not judged (``WHY``: a wall-clock figure of runs timed in CPU time;
+    ``WHY_CONTENDED``: a typical round of runs timed in CPU time), or None where it is."""
+    if wall_clock(key, keys):
+        return WHY
+    s = dict(zip(SERIES_COLUMNS, key))
+    if s["timer"] in CPU_TIMERS and s["figure"] in CONTENDED:
+        return WHY_CONTENDED
+    return None
+
+
+def left_out(reasons: Iterable[tuple[str, str]]) -> list[NotJudged]:
+    """One entry a figure and reason, from each series' (figure, reason), in ``REASONS``' order, then the figure's."""
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for figure, why in reasons:
+        counts[(figure, why)] += 1
+    return [NotJudged(f, n, why) for (f, why), n in sorted(counts.items(), key=lambda kv: (REASONS.index(kv[0][1]),
+                                                                                              kv[0][0]))]
+
+
 def split(keys: Iterable[tuple]) -> tuple[list[tuple], list[NotJudged]]:
-    """The keys to judge, and the wall-clock figures left out, one entry a figure with its number of series."""
+    """The keys to judge, and the figures left out, one entry a figure and reason with its number of series."""
     keys = set(keys)
-    left: dict[str, int] = defaultdict(int)
-    judged = []
+    judged, reasons = [], []
     for key in sorted(keys):
-        if wall_clock(key, keys):
-            left[key[0]] += 1
+        why = why_not_judged(key, keys)
+        if why:
+            reasons.append((key[0], why))
         else:
             judged.append(key)
-    return judged, [NotJudged(f, n) for f, n in sorted(left.items())]
+    return judged, left_out(reasons)
 
 
 def summary(not_judged: list[NotJudged]) -> str:
-    """The one line ``changes`` and ``gate`` print for them ("" where every figure is judged)."""
-    if not not_judged:
-        return ""
-    return (f"not judged: {', '.join(n.describe() for n in not_judged)}, "
-            f"{sum(n.series for n in not_judged)} series: {WHY}")
+    """The lines ``changes`` and ``gate`` print for them, one a reason ("" where every figure is judged)."""
+    lines = []
+    for why in REASONS:
+        some = [n for n in not_judged if n.why == why]
+        if some:
+            lines.append(f"not judged: {', '.join(n.describe() for n in some)}, {sum(n.series for n in some)} series: "
+                         f"{why}")
+    return "\n".join(lines)
 
 
 def unjudged(points: Iterable[dict[str, Any]], figure: str | None = None) -> list[NotJudged]:
-    """The wall-clock figures of CPU-timed runs among the store's ``points`` (of one figure where given)."""
+    """The figures not judged among the store's ``points`` (of one figure where given), with why."""
     keys = {tuple(p[k] for k in SERIES_COLUMNS) for p in points}
     _, left = split(keys)
     return [n for n in left if figure in (None, n.figure)]

@@ -14,7 +14,7 @@ from typing import Any
 from scipy.stats import t as student_t
 
 from harness.history.changes import MAX_PVALUE, group_series, series_changes
-from harness.history.clocks import WHY, wall_clock
+from harness.history.clocks import why_not_judged
 from harness.history.records import Run
 from harness.history.store import SERIES_COLUMNS
 
@@ -31,14 +31,14 @@ class Judged:
     low: float | None  # the prediction interval of one more run from the history
     high: float | None
     regression: bool
-    wall_clock: bool = False  # a wall-clock figure of a run timed in CPU time: not judged (clocks.wall_clock)
+    not_judged: str | None = None  # why the history does not judge this figure (clocks.why_not_judged)
 
     def describe(self) -> str:
         s = self.series
         name = (f"{s['figure']} of {s['benchmark']} {s['model']}/{s['shape']} {s['backend']} on {s['hardware']} "
                 f"({s['timer']} time)")
-        if self.wall_clock:
-            return f"{name}: {self.value:.4g}, not judged: {WHY}"
+        if self.not_judged:
+            return f"{name}: {self.value:.4g}, not judged: {self.not_judged}"
         if self.history < MIN_HISTORY:
             return f"{name}: {self.value:.4g}, not judged: {self.history} runs of history (needs {MIN_HISTORY})"
         word = "REGRESSION" if self.regression else "ok"
@@ -66,14 +66,15 @@ def recent(pts: list[dict[str, Any]], key: tuple, max_pvalue: float) -> list[flo
 
 def judge(run: Run, points: list[dict[str, Any]], max_pvalue: float = MAX_PVALUE) -> list[Judged]:
     """Each figure of ``run`` against its series' history in ``points`` (which must not hold the run); a wall-clock
-    figure of a CPU-timed run is returned unjudged, ``wall_clock`` set (its history counted as 0 runs)."""
+    figure the history does not judge is returned unjudged, ``not_judged`` saying why (its history counted as 0 runs)."""
     series = group_series(points)
     keys = {tuple(getattr(f, k) for k in SERIES_COLUMNS) for f in run.figures}
     out = []
     for f in run.figures:
         key = tuple(getattr(f, k) for k in SERIES_COLUMNS)
-        if wall_clock(key, keys):
-            out.append(Judged(dict(zip(SERIES_COLUMNS, key)), f.value, 0, None, None, None, False, True))
+        why = why_not_judged(key, keys)
+        if why:
+            out.append(Judged(dict(zip(SERIES_COLUMNS, key)), f.value, 0, None, None, None, False, why))
             continue
         history = recent(series[key], key, max_pvalue) if key in series else []
         if len(history) < MIN_HISTORY:

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.core.storage import atomic_dir
 from harness.history.changes import Change, group_series
-from harness.history.clocks import WHY, wall_clock
+from harness.history.clocks import why_not_judged
 from harness.history.store import SERIES_COLUMNS
 from harness.history.trend import Trend
 
@@ -143,7 +143,8 @@ def index_page(points: list[dict[str, Any]], changes: list[Change], checks: list
         if len(pts) < min_runs:
             continue
         s = dict(zip(SERIES_COLUMNS, key))
-        judged = f'; <span class="not-judged">not judged: {esc(WHY)}</span>' if wall_clock(key, series.keys()) else ""
+        why = why_not_judged(key, series.keys())
+        judged = f'; <span class="not-judged">not judged: {esc(why)}</span>' if why else ""
         body += [f'<section class="series"><h3>{esc(s["figure"])}: {esc(s["benchmark"])}</h3>',
                  f"<p>{esc(s['model'])}/{esc(s['shape'])}, {esc(s['backend'])} {esc(s['dtype'])} on {esc(s['hardware'])}, "
                  f"{esc(s['timer'])} time; "

@@ -19,6 +19,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def judge_lines(url: str, path) -> tuple[list[str], bool]:
+    from harness.history.clocks import left_out, summary
     from harness.history.gate import MIN_HISTORY, judge
     from harness.history.records import read_source
     from harness.history.store import connected, points
@@ -27,10 +28,13 @@ def judge_lines(url: str, path) -> tuple[list[str], bool]:
     with connected(url) as conn:
         judged = judge(source.runs[0], [p for p in points(conn) if p["source_hash"] != source.content_hash])
     worse = [j for j in judged if j.regression]
-    unjudged = sum(j.history < MIN_HISTORY for j in judged)
+    left = left_out((j.series["figure"], j.not_judged) for j in judged if j.not_judged)
+    unjudged = sum(j.history < MIN_HISTORY and not j.not_judged for j in judged)
     lines = [f"carbon-harness: history {j.describe()}" for j in worse]
-    lines.append(f"carbon-harness: history: {len(judged) - unjudged} figures judged against their history, "
-                 f"{len(worse)} regressions; {unjudged} without history (the fixed thresholds gate them)")
+    lines.append(f"carbon-harness: history: {len(judged) - unjudged - sum(n.series for n in left)} figures judged "
+                 f"against their history, {len(worse)} regressions; {unjudged} without history (the fixed thresholds "
+                 "gate them)")
+    lines += [f"carbon-harness: history: {line}" for line in summary(left).splitlines()]
     return lines, bool(worse)
 
 

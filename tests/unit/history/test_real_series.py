@@ -21,7 +21,7 @@ from harness.cli import main  # noqa: E402
 from harness.core.paths import FIXTURES_DIR  # noqa: E402
 from harness.history.changes import FLOOR_NOISES, MAX_PVALUE, find_changes  # noqa: E402
 from harness.history.changes import noise as run_to_run  # noqa: E402
-from harness.history.clocks import unjudged  # noqa: E402
+from harness.history.clocks import CONTENDED, WHY, unjudged  # noqa: E402
 from harness.history.store import add, connected, points  # noqa: E402
 
 RUNS = FIXTURES_DIR / "history" / "cpu-time"
@@ -85,7 +85,7 @@ def test_aa_twenty_real_runs_no_change_point_and_the_roofline_reported_not_judge
     add(sqlite_url, aa_runs())
     assert changes_of(sqlite_url) == []
     with connected(sqlite_url) as conn:
-        assert [(n.figure, n.series) for n in unjudged(points(conn))] == [("tkg_roofline_fraction", 1)]
+        assert [(n.figure, n.series) for n in unjudged(points(conn)) if n.why == WHY] == [("tkg_roofline_fraction", 1)]
     before = statistics.median(map(bandwidth, aa_runs()[:18]))
     assert all(bandwidth(p) < 0.6 * before for p in aa_runs()[18:])
 
@@ -93,19 +93,21 @@ def test_aa_twenty_real_runs_no_change_point_and_the_roofline_reported_not_judge
 SPIN_MS_PER_1000 = 0.0092  # sum(range(1000)) in CPU time on this box (fixtures/history/README.md)
 
 
-@pytest.mark.parametrize(("kind", "tkg"), [("step", []), ("step10", [("tkg_ms_p50", 11)])])
-def test_a_planted_step_under_this_load_is_not_told_from_the_load(sqlite_url, capsys, kind, tkg):
+@pytest.mark.parametrize(("kind", "tkg", "cte"), [("step", [], [("cte_ms_min", 15)]), ("step10", [], [])])
+def test_a_planted_step_under_this_load_is_not_told_from_the_load(sqlite_url, capsys, kind, tkg, cte):
     """The spin adds 30,000 x 9.2 us = 0.28 ms of CPU to every TKG step (10% of the A/A's fastest round) for ``step``,
     11,500 x 9.2 us = 0.11 ms (3.8%) for ``step10``, the control. Otava's test finds ``tkg_ms_min`` up from run 12
     in ``step`` (+21%), but at 9.8% noise a run that is 2.1 noises, under the floor; and the control's TKG median
     rose +21% from run 11, and the CTE, to which the spin adds as little, 18-24% in both: the runs after the A/A
     were slower whatever was planted, so a plant made in sequence cannot be told from the load moving
-    (docs/history.md: the drift's releases were interleaved; the quiet box finds the step)."""
+    (docs/history.md: the drift's releases were interleaved; the quiet box finds the step). Judged: the fastest
+    rounds only (a typical round of CPU-timed runs is not: clocks.CONTENDED), the step's CTE +24% at run 15."""
     add(sqlite_url, step_runs(kind))
     found = changes_of(sqlite_url)
     assert [(c.series["figure"], c.index) for c in found if c.series["benchmark"].endswith(TKG)] == tkg
-    cte = [c for c in found if "test_cte" in c.series["benchmark"]]
-    assert cte and all(c.regression and c.change > 0.15 and abs(c.change) >= c.floor for c in cte)
+    found_cte = [c for c in found if "test_cte" in c.series["benchmark"]]
+    assert [(c.series["figure"], c.index) for c in found_cte] == cte
+    assert all(c.regression and c.change > 0.15 and abs(c.change) >= c.floor for c in found_cte)
     (raw,) = [r for r in raw_changes(sqlite_url) if r["figure"] == CHOSEN]  # Otava's test alone: under the floor
     assert raw["change"]["value"] > 20 and raw["ratio"] < FLOOR_NOISES
     assert main(["history", "changes", "--store", sqlite_url, "--figure", CHOSEN]) == 0
@@ -201,7 +203,7 @@ def test_the_quiet_fixtures_are_the_runs_the_docs_describe():
 def test_quiet_aa_no_change_point_and_no_trend_across_releases(sqlite_url, tmp_path):
     """20 runs of the same code: no change point. Otava's test alone finds one in ``cte_ms_min``, an improvement at
     run 9 (the prefill's fastest of 15 rounds 6% quicker from there on: the quiet box's own level moving), 2.12 times
-    the series' run-to-run noise: under the floor (2.5). Read as five releases of four runs in their order, no trend
+    the series' run-to-run noise: under the floor (2.75). Read as five releases of four runs in their order, no trend
     in any figure."""
     add(sqlite_url, quiet("aa"))
     assert changes_of(sqlite_url) == []
@@ -304,10 +306,11 @@ def raw_changes(url: str, order: str = "time") -> list[dict]:
 
 @pytest.mark.parametrize("name", sorted(JUDGES["aa"]))
 def test_each_real_aa_has_no_change_point_under_the_clock_rule_and_the_floor(sqlite_url, capsys, name):
-    """Four A/As of the same command, 20 runs each: quiet (nothing else running), beside the project's CI (load
-    2.5-3.4), loaded (9.8-19), and under a busy-loop neighbour switched on and off five runs at a time. Otava's test
-    alone finds a change in three: a wall-clock figure of these CPU-timed runs (load_s, the roofline), or a change
-    2.12 times the series' noise (the quiet box's prefill level moving); with the rules, none."""
+    """The A/As of the same command, 20 runs each (docs/history.md, "What the history judges"): quiet (nothing else
+    running), beside the project's CI (load 2.5-3.4), loaded (9.8-19), and with busy loops beside the runs, switched
+    on and off in blocks or drawn per run. Otava's test alone finds changes in most: a wall-clock figure of these
+    CPU-timed runs (load_s, the roofline), a typical round under two busy loops (tkg_ms_p50 +8.4% at 3.22 noises),
+    or a change under 2.75 times the series' noise (at most 2.44); with the rules, none."""
     held = JUDGES["aa"][name]
     paths = judged_runs(held["dir"])
     assert len(paths) == 20
@@ -327,12 +330,12 @@ def test_each_real_aa_has_no_change_point_under_the_clock_rule_and_the_floor(sql
 def test_each_real_step_keeps_the_changes_at_least_the_floor_times_its_noise(sqlite_url, name):
     """The quiet step (the spin from run 11): Otava's test finds ``tkg_ms_min`` +14.5% at 3.12 noises, kept, and
     ``cte_ms_min`` +12.4% at 2.05 (the spin runs before the prefill's forward too), dropped: the floor's price. The
-    loaded steps (cpu-time, confounded with the load moving): what is kept is what is at least 2.5 noises."""
+    loaded steps (cpu-time, confounded with the load moving): what is kept is what is at least 2.75 noises."""
     held = JUDGES["steps"][name]
     add(sqlite_url, judged_runs(held["dir"]))
     assert raw_changes(sqlite_url) == held["raw"]
     kept = [(r["figure"], r["run"]) for r in held["raw"] if r["ratio"] >= FLOOR_NOISES and r["figure"] not in
-            ("load_s", "tkg_roofline_fraction")]
+            ("load_s", "tkg_roofline_fraction", *CONTENDED)]
     found = changes_of(sqlite_url)
     assert [(c.series["figure"], c.index) for c in found] == kept == [tuple(k) for k in held["kept"]]
     assert all(math.isclose(c.floor, FLOOR_NOISES * c.noise) and abs(c.change) >= c.floor for c in found)

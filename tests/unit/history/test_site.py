@@ -61,7 +61,7 @@ def test_in_release_order_each_chart_draws_its_runs_release_by_release(drift_sit
     assert re.findall(r'class="release" data-release="(\d)"', chart) == list("01234")
     drift = SUMMARY["drift"]["releases5"]
     # Otava's step at release 3's first run is under the floor (drift["ratio"] noises): no change marked, the trend is
-    assert drift["ratio"] < 2.5 and re.findall(r'class="change" data-index="(\d+)"', chart) == []
+    assert drift["ratio"] < 2.75 and re.findall(r'class="change" data-index="(\d+)"', chart) == []
     assert f"trend {drift['per_release']['value']:+.1f}% a release [{drift['low']['value']:+.1f}%, " \
            f"{drift['high']['value']:+.1f}%]" in chart
 
