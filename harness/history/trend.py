@@ -25,6 +25,7 @@ import numpy as np
 from scipy.stats import norm
 
 from harness.history.changes import MAX_PVALUE, group_series
+from harness.history.clocks import why_not_judged
 from harness.history.store import SERIES_COLUMNS
 
 MIN_RELEASES = 3  # two releases are one step, which the change points and a pairwise check judge
@@ -170,10 +171,12 @@ def release_trend(key: tuple, pts: list[dict[str, Any]], max_pvalue: float = MAX
 
 
 def find_trends(points: list[dict[str, Any]], max_pvalue: float = MAX_PVALUE, figure: str | None = None) -> list[Trend]:
-    """Every series' significant trend across releases (p < ``max_pvalue``), series by series."""
+    """Every series' significant trend across releases (p < ``max_pvalue``), series by series; none in a series the
+    history does not judge (``clocks.why_not_judged``), as for change points."""
     out = []
-    for key, pts in sorted(group_series(points, "release").items()):
-        if figure is None or key[0] == figure:
+    series = group_series(points, "release")
+    for key, pts in sorted(series.items()):
+        if (figure is None or key[0] == figure) and not why_not_judged(key, series.keys()):
             t = release_trend(key, pts, max_pvalue)
             if t is not None and t.pvalue < max_pvalue:
                 out.append(t)

@@ -241,3 +241,19 @@ def test_the_smallest_change_under_the_floor_is_dropped_first_and_the_rest_teste
     assert [round(relative(st) / spread, 2) for _, st in levels(values, [10, 15], MAX_PVALUE)] == [1.59, 1.83]
     ((i, st),) = levels(values, [10, 15], MAX_PVALUE, FLOOR_NOISES * spread)
     assert i == 15 and round(relative(st) / spread, 2) == 2.91
+
+
+def test_a_trend_across_releases_is_found_only_in_a_judged_figure(sqlite_url):
+    """The quiet drift (five releases, each TKG step 3% slower): its TKG median and roofline trend too, by Mann-Kendall
+    alone, but in these CPU-timed runs they are not judged (a typical round; a wall-clock bandwidth), so the trends
+    `history changes --order release` reports, and exits 1 on, are the fastest rounds' only."""
+    from harness.history.changes import group_series
+    from harness.history.trend import find_trends, release_trend
+
+    add(sqlite_url, sorted((HISTORY / "quiet" / "drift").glob("rel*-run*.json")))
+    with connected(sqlite_url) as conn:
+        pts = points(conn)
+    alone = {key[0] for key, p in group_series(pts, "release").items()
+             if (t := release_trend(key, p, MAX_PVALUE)) is not None and t.pvalue < MAX_PVALUE}
+    assert {"tkg_ms_p50", "tkg_roofline_fraction"} <= alone
+    assert sorted(t.series["figure"] for t in find_trends(pts)) == ["cte_ms_min", "tkg_ms_min"]
