@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 
 import pytest
 
@@ -21,6 +20,7 @@ from harness.backends.openai import OpenAIEngine
 from harness.core.spec import get_shape
 from harness.serving.client import Endpoint, ServingError
 from harness.serving.loadgen import LoadSpec, Request, Workload, run_load
+from tests.serving.loopback import AppServer
 
 pytestmark = [pytest.mark.serving, pytest.mark.usefixtures("carbon_serving_client")]
 
@@ -32,19 +32,17 @@ def chunk(ids: list[int]) -> bytes:
     return b"data: " + json.dumps(event).encode() + b"\n\n"
 
 
-class MisbehavingServer:
+class MisbehavingServer(AppServer):
     """An OpenAI-style completions server on a loopback port, misbehaving as ``mode`` says:
     refuse (HTTP 503), stall (one token, then silence), drop (one token, then the connection is cut),
     short (fewer tokens than asked, then [DONE]), text (text without token ids), alternate (every
     second request refused, the others answered in full)."""
 
     def __init__(self, mode: str) -> None:
+        super().__init__()
         self.mode = mode
         self.calls = 0
         self.release = asyncio.Event()
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"data": [{"id": "carbon-tiny"}]})
@@ -78,29 +76,12 @@ class MisbehavingServer:
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/completions", self.complete)
-        self.runner = web.AppRunner(app)
-        self.loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]
-        self.ready.set()
-        self.loop.run_forever()
 
-    def __enter__(self) -> "MisbehavingServer":
-        self.thread.start()
-        assert self.ready.wait(timeout=30), "the test server did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.loop.call_soon_threadsafe(self.release.set)
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=30)
+    def before_cleanup(self) -> None:
+        self.loop.call_soon_threadsafe(self.release.set)  # the stalled handler's wait ends
 
     def endpoint(self) -> Endpoint:
         """Timeouts no healthy answer comes near on a loaded machine (the client's defaults): only the

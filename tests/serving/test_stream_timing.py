@@ -23,6 +23,7 @@ except ImportError:  # carbon_serving_client errors (the run asked for serving) 
 from harness.serving import client as client_module
 from harness.serving.agreement import read_in_bursts
 from harness.serving.client import Endpoint, client_session, stream_completion
+from tests.serving.loopback import AppServer
 
 pytestmark = [pytest.mark.serving, pytest.mark.usefixtures("carbon_serving_client")]
 
@@ -58,17 +59,15 @@ class StepClock:
             return self.cond.wait_for(lambda: self.reads >= n, timeout=STAMP_WAIT_S)
 
 
-class LockstepServer:
+class LockstepServer(AppServer):
     """An OpenAI-style completions server on a loopback port that streams ``max_tokens`` chunks of one token
     each, stepping the clock before each and waiting after each until the client has stamped it (the
     request's own start is the client's first read)."""
 
     def __init__(self, clock: StepClock) -> None:
+        super().__init__()
         self.clock = clock
         self.unstamped = 0  # chunks the client had not stamped when the server gave up waiting
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
 
     async def complete(self, request: web.Request) -> web.StreamResponse:
         n = int((await request.json())["max_tokens"])
@@ -83,27 +82,8 @@ class LockstepServer:
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/completions", self.complete)
-        self.runner = web.AppRunner(app)
-        self.loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]
-        self.ready.set()
-        self.loop.run_forever()
-
-    def __enter__(self) -> "LockstepServer":
-        self.thread.start()
-        assert self.ready.wait(timeout=30), "the test server did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=30)
 
 
 @pytest.fixture
