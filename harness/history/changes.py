@@ -3,8 +3,9 @@ compute_change_points``: Matteson and James's split over sliding windows, then F
 by a two-sided t-test). Every threshold is the series' own: a change is kept when its t-test p-value,
 which scales the step by the noise of the runs around it, is below ``max_pvalue``, a false-alarm
 probability (Otava's default), not a bound on any figure; and when its size is at least ``FLOOR_NOISES``
-times the series' own run-to-run noise (``noise``). A series of a wall-clock figure of runs timed in CPU
-time is not judged (``harness.history.clocks``). Pure functions over the store's points."""
+times the series' own run-to-run noise (``noise``). A series the history does not judge (a wall-clock figure,
+or a typical round's time, of runs timed in CPU time: ``harness.history.clocks``) has none. Pure functions over
+the store's points."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ a generation timed by the engine's own ``Timer``, a bandwidth timed by an array 
 figures move with the runner's load, not the code (fixtures/history/cpu-time/aa: ``tkg_roofline_fraction``
 +103.5% at run 19 when the copy read half the bandwidth under load; fixtures/history/ci-load/aa: ``load_s``
 -10.9% at run 8), so the history records and draws them but finds no change point in them and does not gate
-them; it reports them instead, once, naming them (``not_judged``). A series timed in wall time judges every
+them; it reports them instead, once, naming them (``not_judged``). Nor does it judge a CTE or TKG benchmark's
+typical round in such runs, only its fastest (``CONTENDED``, below). A series timed in wall time judges every
 figure. Pure functions over series keys (``store.SERIES_COLUMNS``)."""
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ WHY = ("wall-clock figure of runs timed in CPU time: it measures the runner's lo
 # ({prefix}_ms_min) instead. CPU time keeps a neighbour's own work out of a figure, not what it costs the run when
 # the runner has no idle CPU: each preemption refills the caches inside the run's CPU time, and how many rounds
 # that reaches moves with the neighbours. fixtures/history/contended/aa (2026-11-29; two busy neighbours on both
-# CPUs of the 2-CPU runner in runs 5-8 and 17-20, the run itself getting 0.3-0.6 of a CPU there, about 1.0 elsewhere):
+# CPUs of the 2-CPU runner in runs 5-8 and 17-20, the run itself getting 0.3-0.6 of a CPU there, 0.8-1.0 elsewhere):
 # tkg_ms_p50 +8.4% and tkg_ms_p99 +23.9% at run 17 of 20, each over 3 times its noise, exit 1 with the same code,
 # while the fastest round, the one no preemption reached, moved +4.2% (2.0 times its noise; Otava's test alone found
 # no change in it). With the two neighbours in runs 9-14 and 18-20 (contended-mid/aa) a typical round moved less

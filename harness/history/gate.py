@@ -2,7 +2,8 @@
 figure against the runs since its series' last change point, by the t prediction interval of one more
 run from that history, at 1 - max_pvalue. The width is the history's own noise; a series with fewer
 than ``MIN_HISTORY`` runs is not judged here, and says so: the fixed thresholds gate it as before. Nor is a
-wall-clock figure of a run timed in CPU time (``harness.history.clocks``): it is reported as not judged."""
+figure the history does not judge (``harness.history.clocks``: a wall-clock figure, or a typical round's time,
+of a run timed in CPU time): it is reported as not judged, with why."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def recent(pts: list[dict[str, Any]], key: tuple, max_pvalue: float) -> list[flo
 
 
 def judge(run: Run, points: list[dict[str, Any]], max_pvalue: float = MAX_PVALUE) -> list[Judged]:
-    """Each figure of ``run`` against its series' history in ``points`` (which must not hold the run); a wall-clock
+    """Each figure of ``run`` against its series' history in ``points`` (which must not hold the run); a
     figure the history does not judge is returned unjudged, ``not_judged`` saying why (its history counted as 0 runs)."""
     series = group_series(points)
     keys = {tuple(getattr(f, k) for k in SERIES_COLUMNS) for f in run.figures}

@@ -172,8 +172,8 @@ def compared_rounds(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     streams in bursts was descheduled while its chunks queued, so its ITL measured the box's scheduling,
     not the server's steps nor its own reading: on the project's CI runner (2026-11-29) the harness's
     client read in bursts in 2 of the 3 rounds the reference read smoothly (ITL 6-8 us against 3-4 ms
-    steps, one neighbour core busy) and in 1 of 3 in the run before, always beside a reference that did
-    not, so which client the box starves is chance. That the harness stamps each chunk as it arrives
+    steps, one neighbour core busy), and in one round of a fresh-clone CI run here, each time beside a
+    reference that did not: in which rounds a loaded box starves which client is chance. That the harness stamps each chunk as it arrives
     (a client that buffered its streams would read every one in bursts) is pinned without a box to starve
     it: tests/serving/test_stream_timing.py. No rounds at all is an error, not a reason to skip."""
     if not rounds:
