@@ -78,8 +78,8 @@ def cmd_changes(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from harness.history.clocks import left_out, summary
-    from harness.history.gate import MIN_HISTORY, judge
+    from harness.history.clocks import summary
+    from harness.history.gate import MIN_HISTORY, Tally, judge
     from harness.history.records import read_source
 
     source = read_source(args.run)
@@ -89,23 +89,21 @@ def cmd_gate(args: argparse.Namespace) -> int:
     pts, _ = store_points(args.store)
     # the run itself, if it was added already, is not its own history
     judged = judge(source.runs[0], [p for p in pts if p["source_hash"] != source.content_hash], args.max_pvalue)
-    worse = [j for j in judged if j.regression]
-    clock = [j for j in judged if j.not_judged]
-    unjudged = [j for j in judged if j.history < MIN_HISTORY and not j.not_judged]
-    left = left_out((j.series["figure"], j.not_judged) for j in clock)
+    tally = Tally.of(judged)
     if args.json:
-        print(json.dumps({"judged": [j.to_dict() for j in judged if not j.not_judged], "regressions": len(worse),
-                          "without_history": len(unjudged), "not_judged": [n.to_dict() for n in left]}, indent=2))
+        print(json.dumps({"judged": [j.to_dict() for j in judged if not j.not_judged], "regressions": len(tally.worse),
+                          "without_history": tally.without_history,
+                          "not_judged": [n.to_dict() for n in tally.not_judged]}, indent=2))
     else:
         for j in judged:
             if j.regression or (args.verbose and not j.not_judged):
                 print(j.describe())
-        print(f"{len(judged) - len(unjudged) - len(clock)} figures judged against their history, {len(worse)} "
-              f"regressions; {len(unjudged)} not judged (fewer than {MIN_HISTORY} runs of history: the fixed "
-              "thresholds gate them)")
-        if left:
-            print(summary(left))
-    return 1 if worse else 0
+        print(f"{tally.judged} figures judged against their history, {len(tally.worse)} regressions; "
+              f"{tally.without_history} not judged (fewer than {MIN_HISTORY} runs of history: the fixed thresholds "
+              "gate them)")
+        if tally.not_judged:
+            print(summary(tally.not_judged))
+    return 1 if tally.worse else 0
 
 
 def cmd_site(args: argparse.Namespace) -> int:

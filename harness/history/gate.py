@@ -15,7 +15,7 @@ from typing import Any
 from scipy.stats import t as student_t
 
 from harness.history.changes import MAX_PVALUE, group_series, series_changes
-from harness.history.clocks import why_not_judged
+from harness.history.clocks import NotJudged, left_out, why_not_judged
 from harness.history.records import Run
 from harness.history.store import SERIES_COLUMNS
 
@@ -85,3 +85,19 @@ def judge(run: Run, points: list[dict[str, Any]], max_pvalue: float = MAX_PVALUE
         worse = f.value > high if f.direction == "max" else f.value < low
         out.append(Judged(dict(zip(SERIES_COLUMNS, key)), f.value, len(history), mean, low, high, bool(worse)))
     return out
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What a judgement of one run comes to, as ``history gate`` and ``--carbon-history`` print it."""
+    judged: int  # figures judged against their history
+    worse: list[Judged]  # the regressions among them
+    without_history: int  # fewer than MIN_HISTORY runs: the fixed thresholds gate them
+    not_judged: list[NotJudged]  # figures the history does not judge, one entry a figure and reason
+
+    @classmethod
+    def of(cls, judged: list[Judged]) -> Tally:
+        left = [j for j in judged if j.not_judged]
+        without = sum(j.history < MIN_HISTORY and not j.not_judged for j in judged)
+        return cls(len(judged) - without - len(left), [j for j in judged if j.regression], without,
+                   left_out((j.series["figure"], j.not_judged) for j in left))

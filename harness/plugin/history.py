@@ -19,23 +19,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def judge_lines(url: str, path) -> tuple[list[str], bool]:
-    from harness.history.clocks import left_out, summary
-    from harness.history.gate import MIN_HISTORY, judge
+    from harness.history.clocks import summary
+    from harness.history.gate import Tally, judge
     from harness.history.records import read_source
     from harness.history.store import connected, points
 
     source = read_source(path)
     with connected(url) as conn:
         judged = judge(source.runs[0], [p for p in points(conn) if p["source_hash"] != source.content_hash])
-    worse = [j for j in judged if j.regression]
-    left = left_out((j.series["figure"], j.not_judged) for j in judged if j.not_judged)
-    unjudged = sum(j.history < MIN_HISTORY and not j.not_judged for j in judged)
-    lines = [f"carbon-harness: history {j.describe()}" for j in worse]
-    lines.append(f"carbon-harness: history: {len(judged) - unjudged - sum(n.series for n in left)} figures judged "
-                 f"against their history, {len(worse)} regressions; {unjudged} without history (the fixed thresholds "
-                 "gate them)")
-    lines += [f"carbon-harness: history: {line}" for line in summary(left).splitlines()]
-    return lines, bool(worse)
+    tally = Tally.of(judged)
+    lines = [f"carbon-harness: history {j.describe()}" for j in tally.worse]
+    lines.append(f"carbon-harness: history: {tally.judged} figures judged against their history, {len(tally.worse)} "
+                 f"regressions; {tally.without_history} without history (the fixed thresholds gate them)")
+    lines += [f"carbon-harness: history: {line}" for line in summary(tally.not_judged).splitlines()]
+    return lines, bool(tally.worse)
 
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)
